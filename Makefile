@@ -1,0 +1,38 @@
+# asr_pe: `make demo` trains and evaluates the default model on the embedded corpus;
+# `make test` runs the test suite. Both create .venv and install the package first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.asr_pe-installed
+# torch/torchaudio are pinned to the versions this project is tested with; pip finds local wheels first.
+TORCH_PIN ?= torch==2.14.1 torchaudio==2.11.0
+TEST_ARGS ?=
+
+.PHONY: install demo test test-all bench study clean-venv
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH_PIN)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: install
+	$(BIN)/python train.py experiment=demo
+
+test: install
+	$(BIN)/python -m pytest -q $(TEST_ARGS)
+
+test-all: install
+	$(BIN)/python -m pytest -q -m "" $(TEST_ARGS)
+
+bench: install
+	$(BIN)/python scripts/bench_attention.py
+
+study: install
+	$(BIN)/python train.py -m experiment=synth_study
+
+clean-venv:
+	rm -rf $(VENV)

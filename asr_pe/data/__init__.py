@@ -1,0 +1,1 @@
+"""Data: manifests, corpora, features, tokenizers and batching (no Lightning/Hydra imports)."""

@@ -1,0 +1,300 @@
+"""Long-form test sets: concatenate consecutive utterances of one speaker/chapter/talk.
+
+Why: the study measures WER on audio longer than anything seen in training. Real long
+recordings with aligned transcripts are rare, so long inputs are built from consecutive
+segments of the same source (a LibriSpeech chapter, a TED talk), in manifest order, with
+``gap_s`` of digital silence between segments and transcripts joined in the same order.
+
+Grouping: a group is a maximal run of *consecutive* manifest entries with the same group
+key (default: the ``speaker`` field, where the recipes store chapter/talk ids). Recordings
+never cross a group boundary unless ``allow_mixed_speakers=True``, in which case the whole
+manifest is one stream (group label ``mix``) and entries without a key are accepted.
+
+Targets: each numeric target D (seconds) is met when the concatenation (segments + gaps)
+lies in [D(1 - tolerance), D(1 + tolerance)]. Inside each group a two-pointer window walks
+the utterances in order: extend on the right until the window reaches the lower bound;
+emit it when it is within the upper bound (the next window starts after it, so recordings
+of one target never overlap), otherwise drop the first utterance and try again. A target
+``"full"`` gives one recording per whole group. Groups that give no recording for a target
+are counted in the report (too short, or no run of consecutive segments fits the window).
+A target that no group can meet is an error naming the longest group, since an empty
+bucket would otherwise pass unnoticed.
+
+``max_per_duration`` caps the recordings per target; which ones are kept is a seeded
+shuffle (``seed``), so the kept set spans the groups instead of favouring the first ones.
+Output is deterministic: same manifest and arguments give the same ids, texts and bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import soundfile as sf
+
+from asr_pe.data.audio import load_audio
+from asr_pe.data.manifest import Utterance, write_manifest
+
+__all__ = ["LongformError", "LongformReport", "build_longform", "plan_windows", "target_label"]
+
+log = logging.getLogger(__name__)
+
+FULL = "full"
+MIX_GROUP = "mix"
+
+
+class LongformError(ValueError):
+    """The long-form set cannot be built as asked (missing speaker, mixing needed, bad target)."""
+
+
+@dataclass
+class LongformReport:
+    """What was built, per target label (``"10"``, ``"2.5"``, ``"full"``)."""
+    groups: int = 0
+    made: dict = field(default_factory=dict)          # recordings written
+    too_short: dict = field(default_factory=dict)     # groups whose whole audio is below the target
+    no_fit: dict = field(default_factory=dict)        # long enough, but no consecutive run within tolerance
+    capped: dict = field(default_factory=dict)        # recordings left out by max_per_duration
+    seconds: dict = field(default_factory=dict)       # total seconds written
+
+    def summary(self) -> str:
+        lines = [f"{self.groups} group(s)",
+                 f"{'target':>8} {'made':>6} {'hours':>7} {'too short':>10} {'no fit':>7} {'capped':>7}"]
+        for label in self.made:
+            lines.append(f"{label:>8} {self.made[label]:>6} {self.seconds[label] / 3600:>7.2f} "
+                         f"{self.too_short.get(label, 0):>10} {self.no_fit.get(label, 0):>7} "
+                         f"{self.capped.get(label, 0):>7}")
+        return "\n".join(lines)
+
+
+def target_label(target: float | str) -> str:
+    """``10 -> "10"``, ``2.5 -> "2.5"``, ``"full" -> "full"`` (used in ids and the report)."""
+    if isinstance(target, str):
+        return target
+    return f"{float(target):g}"
+
+
+def _check_targets(durations: Sequence) -> list:
+    if isinstance(durations, (str, int, float)):
+        durations = [durations]
+    targets, seen = [], set()
+    for d in durations:
+        if isinstance(d, str) and d.strip().lower() == FULL:
+            t = FULL
+        else:
+            try:
+                t = float(d)
+            except (TypeError, ValueError):
+                raise LongformError(f"target duration {d!r} is neither a number of seconds nor 'full'") from None
+            if not (t > 0 and math.isfinite(t)):
+                raise LongformError(f"target duration must be > 0 seconds, got {d!r}")
+        if target_label(t) in seen:
+            raise LongformError(f"target duration {d!r} is listed twice")
+        seen.add(target_label(t))
+        targets.append(t)
+    if not targets:
+        raise LongformError("no target durations given")
+    return targets
+
+
+def _key_fn(group_key) -> tuple[Callable[[Utterance], object], str]:
+    if group_key is None:
+        return (lambda u: u.speaker), "speaker"
+    if isinstance(group_key, str):
+        name = group_key
+        return (lambda u: getattr(u, name, None)), name
+    if callable(group_key):
+        return group_key, getattr(group_key, "__name__", "group key")
+    raise TypeError(f"group_key must be None, a field name or a callable, got {group_key!r}")
+
+
+def _groups(utterances: Sequence[Utterance], group_key, allow_mixed: bool
+            ) -> list[tuple[str, list[Utterance]]]:
+    """Maximal runs of consecutive utterances with the same key, in manifest order."""
+    if allow_mixed:
+        return [(MIX_GROUP, list(utterances))] if utterances else []
+    key, name = _key_fn(group_key)
+    groups: list[tuple[str, list[Utterance]]] = []
+    for i, u in enumerate(utterances):
+        k = key(u)
+        if k is None or (isinstance(k, str) and not k.strip()):
+            where = u.source or f"manifest entry {i + 1}"      # source is "<manifest>:<line>"
+            raise LongformError(
+                f"{where} (id {u.id!r}) has no {name}: long-form recordings would mix "
+                f"unknown sources; set the {name} field (chapter/talk id) or pass allow_mixed_speakers=True")
+        k = str(k)
+        if groups and groups[-1][0] == k:
+            groups[-1][1].append(u)
+        else:
+            groups.append((k, [u]))
+    return groups
+
+
+def plan_windows(durations: Sequence[float], target: float, *, gap_s: float, tolerance: float
+                 ) -> list[tuple[int, int]]:
+    """Non-overlapping [start, stop) runs whose span (segments + gaps) is within tolerance of target.
+
+    Two pointers, left to right: extend until the span reaches the lower bound, emit if it is
+    not above the upper bound, otherwise drop the leftmost segment. O(n) per target.
+    """
+    lo, hi = target * (1 - tolerance), target * (1 + tolerance)
+    windows = []
+    n, i, j, total = len(durations), 0, 0, 0.0       # total = sum of durations[i:j]
+
+    def span(a, b, s):
+        return s + gap_s * (b - a - 1) if b > a else 0.0
+
+    while i < n:
+        while j < n and span(i, j, total) < lo:
+            total += durations[j]
+            j += 1
+        if span(i, j, total) < lo:
+            break                                     # not enough audio left in this group
+        if span(i, j, total) <= hi:
+            windows.append((i, j))
+            i, total = j, 0.0
+        else:
+            total -= durations[i]
+            i += 1
+            if i == j:
+                total = 0.0
+    return windows
+
+
+def _safe(name: str) -> str:
+    """Group keys become parts of ids and file names: keep [A-Za-z0-9.-], map the rest to '-'."""
+    return re.sub(r"[^A-Za-z0-9.\-]+", "-", name).strip("-") or "g"
+
+
+def _joined_speaker(parts: Sequence[Utterance]) -> str | None:
+    speakers = list(dict.fromkeys(u.speaker for u in parts if u.speaker is not None))
+    return "+".join(speakers) if speakers else None
+
+
+def _write_flac(path: Path, wave: np.ndarray, sample_rate: int) -> None:
+    """16-bit FLAC via a temp file + os.replace, so a kill never leaves a truncated file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".flac")
+    os.close(fd)
+    try:
+        # clip so that full-scale samples do not wrap around in the int16 conversion
+        sf.write(tmp, np.clip(wave, -1.0, 32767 / 32768), sample_rate, format="FLAC", subtype="PCM_16")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def build_longform(utterances: Sequence[Utterance], durations: Sequence, out_dir: str | os.PathLike, *,
+                   gap_s: float = 0.5, tolerance: float = 0.15, allow_mixed_speakers: bool = False,
+                   group_key=None, sample_rate: int = 16000, seed: int = 0,
+                   max_per_duration: int | None = None, manifest_path: str | os.PathLike | None = None
+                   ) -> tuple[list[Utterance], LongformReport]:
+    """Build long-form recordings from consecutive same-group utterances (see module docstring).
+
+    Writes ``<out_dir>/<id>.flac`` (16-bit FLAC at ``sample_rate``), the manifest
+    (``manifest_path``, default ``<out_dir>/longform.jsonl``; audio paths stored relative to it) and ``<out_dir>/sources.json``
+    (id -> source utterance ids). Ids are ``lf<target>_<group>_<k>``, k counting from 0 per
+    (target, group). ``group_key``: None (the ``speaker`` field), a field name, or a callable
+    ``Utterance -> str | None``. Returns the new utterances (targets in the given order, each in
+    manifest order) and a `LongformReport`.
+    """
+    targets = _check_targets(durations)
+    if not 0 <= tolerance < 1:
+        raise LongformError(f"tolerance is relative and must be in [0, 1), got {tolerance}")
+    if gap_s < 0:
+        raise LongformError(f"gap_s must be >= 0, got {gap_s}")
+    if max_per_duration is not None and max_per_duration < 1:
+        raise LongformError(f"max_per_duration must be >= 1 or None, got {max_per_duration}")
+    utterances = list(utterances)
+    if not utterances:
+        raise LongformError("the input manifest is empty")
+    groups = _groups(utterances, group_key, allow_mixed_speakers)
+    report = LongformReport(groups=len(groups))
+
+    def group_span(members):
+        return sum(u.duration for u in members) + gap_s * (len(members) - 1)
+
+    # plan: (target label, group label, k, parts) in target order, then manifest order
+    plans: list[tuple[str, str, int, list[Utterance]]] = []
+    for t_index, target in enumerate(targets):
+        label = target_label(target)
+        for name in ("made", "too_short", "no_fit", "capped"):
+            getattr(report, name)[label] = 0
+        candidates = []
+        counters: dict[str, int] = {}
+        for gname, members in groups:
+            if target == FULL:
+                windows = [(0, len(members))]
+            else:
+                windows = plan_windows([u.duration for u in members], target, gap_s=gap_s,
+                                       tolerance=tolerance)
+                if not windows:
+                    short = group_span(members) < target * (1 - tolerance)
+                    report.too_short[label] += short
+                    report.no_fit[label] += not short
+            g = _safe(gname)
+            for a, b in windows:
+                k = counters.get(g, 0)            # a key that comes back later keeps counting
+                counters[g] = k + 1
+                candidates.append((label, g, k, members[a:b]))
+        if not candidates:
+            longest = max(groups, key=lambda gm: group_span(gm[1]))
+            whole = group_span(utterances)
+            hint = ("; pass allow_mixed_speakers=True to concatenate across groups"
+                    if not allow_mixed_speakers and whole >= target * (1 - tolerance) else "")
+            raise LongformError(
+                f"no recording of {label} s (tolerance {tolerance:.0%}) can be built: the longest "
+                f"group {longest[0]!r} holds {group_span(longest[1]):.1f} s, the whole manifest "
+                f"{whole:.1f} s{hint}; or drop this target")
+        if max_per_duration is not None and len(candidates) > max_per_duration:
+            keep = np.sort(np.random.default_rng([seed, t_index]).permutation(len(candidates))
+                           [:max_per_duration])
+            report.capped[label] = len(candidates) - max_per_duration
+            candidates = [candidates[i] for i in keep]
+        plans.extend(candidates)
+
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gap = np.zeros(int(round(gap_s * sample_rate)), dtype=np.float32)
+    result: list[Utterance] = []
+    sources: dict[str, list[str]] = {}
+    for n, (label, g, k, parts) in enumerate(plans):
+        uid = f"lf{label}_{g}_{k}"
+        pieces = []
+        for p_i, u in enumerate(parts):
+            if p_i:
+                pieces.append(gap)
+            wave = load_audio(u.audio_filepath, offset=u.offset, duration=u.duration,
+                              sample_rate=sample_rate, source=u.source)
+            pieces.append(np.asarray(wave, dtype=np.float32).reshape(-1))
+        wave = np.concatenate(pieces)                  # (samples,) parts and gaps in order
+        path = out_dir / f"{uid}.flac"
+        _write_flac(path, wave, sample_rate)
+        text = " ".join(t for t in (u.text.strip() for u in parts) if t)
+        result.append(Utterance(id=uid, audio_filepath=str(path), duration=len(wave) / sample_rate,
+                                text=text, offset=0.0, speaker=_joined_speaker(parts)))
+        sources[uid] = [u.id for u in parts]
+        report.made[label] += 1
+        report.seconds[label] = report.seconds.get(label, 0.0) + len(wave) / sample_rate
+        if (n + 1) % 100 == 0 or n + 1 == len(plans):
+            log.info("long-form: %d/%d recordings written", n + 1, len(plans))
+    for label in report.made:
+        report.seconds.setdefault(label, 0.0)
+
+    manifest_path = Path(manifest_path) if manifest_path is not None else out_dir / "longform.jsonl"
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".sources.", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(sources, f, indent=1)
+    os.replace(tmp, out_dir / "sources.json")
+    # relative paths: the manifest and its audio folder can be moved together
+    write_manifest(manifest_path, result, relative_paths=True)
+    return result, report

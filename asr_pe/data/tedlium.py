@@ -1,0 +1,426 @@
+"""TED-LIUM release 3 (OpenSLR resource 51): download, extract and manifests from the STM files.
+
+Release layout (``TEDLIUM_release-3.tgz`` unpacks to ``TEDLIUM_release-3/``)::
+
+    data/{sph,stm}/                          all 2351 training talks (452 h), TED-LIUM 3 audio
+    legacy/{train,dev,test}/{sph,stm}/       the TED-LIUM 2 split: dev and test are the 19 talks
+                                             (8 dev + 11 test) used by every TED-LIUM paper
+    speaker-adaptation/{train,dev,test}/{sph,stm}/   a split designed for speaker adaptation
+    doc/  LM/  TEDLIUM.152k.dic  readme.txt
+
+Subsets (``subset=``): ``legacy`` (default; the comparable dev/test sets), ``speaker-adaptation``
+(same per-split layout), and ``full`` (train from ``data/``, dev/test from ``legacy/``).
+
+STM line: ``<talk> <channel> <speaker> <start> <end> <label> <transcript...>``; lines starting
+with ``;;`` are comments. Manifest entries point into the talk's ``.sph`` file (NIST SPHERE,
+16 kHz, 16-bit) with ``offset`` = start and ``duration`` = end - start; ``speaker`` = talk id
+(one talk is one speaker and the long-form grouping unit).
+
+Excluded (counted and logged, reported in the returned stats):
+- segments whose transcript is ``ignore_time_segment_in_scoring`` (not transcribed: music,
+  applause, foreign speech); they are excluded from scoring in the official setups too;
+- segments whose transcript is empty after normalisation (e.g. only ``<unk>``);
+- segments starting past the end of the audio; an end that overruns the audio is clipped.
+
+Text normalisation (following Kaldi egs/tedlium/s5_r3 local/prepare_data.sh + join_suffix.py):
+1. a trailing ``(<utterance name>)`` token (TED-LIUM 1 style) is dropped;
+2. pronunciation-variant marks ``word(2)`` -> ``word``;
+3. lower case;
+4. ``<unk>``, ``<sil>`` and every other tag token (``<...>``, ``{...}`` such as ``{NOISE}``,
+   ``[...]``) are removed;
+5. tokens starting with an apostrophe are joined to the previous word: the TED-LIUM
+   tokenisation ``it 's`` / ``don 't`` becomes ``it's`` / ``don't``;
+6. white space collapsed.
+
+Full-talk long-form sets (``<split>_talks.jsonl``): one entry per talk spanning its scored
+segments from the first start to the last end, transcripts joined in time order. A talk is only
+included when no excluded segment (ignored, or empty after normalisation) overlaps that span,
+because the audio would contain speech missing from the reference; the other talks are counted
+("talks_with_unscored_speech"). Gaps between segments without any STM line are kept (pauses,
+applause: no transcribed speech).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .download import download, extract, link_or_copy
+from .librispeech import audio_seconds, resolve_manifests
+from .manifest import Utterance, write_manifest
+
+__all__ = [
+    "TEDLIUM_ARCHIVE",
+    "TEDLIUM_MIRRORS",
+    "TEDLIUM_SUBSETS",
+    "TedliumError",
+    "download_tedlium",
+    "extract_tedlium",
+    "normalize_tedlium_text",
+    "parse_stm",
+    "prepare_tedlium",
+    "tedlium_manifests",
+]
+
+log = logging.getLogger(__name__)
+
+IGNORE_TRANSCRIPT = "ignore_time_segment_in_scoring"
+
+TEDLIUM_ARCHIVE = "TEDLIUM_release-3.tgz"
+TEDLIUM_DIRNAME = "TEDLIUM_release-3"
+# sha256 as shipped by torchaudio (torchaudio/datasets/tedlium.py, "release3"). OpenSLR's md5 for
+# resource 51 is not recorded here (not known to us with certainty): md5 verification is skipped.
+TEDLIUM_SHA256: str | None = "ad1e454d14d1ad550bc2564c462d87c7a7ec83d4dc2b9210f22ab4973b9eccdb"
+TEDLIUM_MD5: str | None = None
+TEDLIUM_MIRRORS: dict[str, str] = {
+    "openslr": "https://www.openslr.org/resources/51",
+    "us": "https://us.openslr.org/resources/51",
+    "eu": "https://openslr.elda.org/resources/51",
+    "cn": "https://openslr.magicdatatech.com/resources/51",
+    "lium": "https://projets-lium.univ-lemans.fr/wp-content/uploads/corpus/TED-LIUM",
+}
+TEDLIUM_SUBSETS = ("legacy", "speaker-adaptation", "full")
+SPLITS = ("train", "dev", "test")
+
+_TAG = re.compile(r"^(<[^>]*>|\{[^}]*\}|\[[^\]]*\])$")
+_VARIANT = re.compile(r"\(\d+\)")
+_UTT_NAME = re.compile(r"^\([^()\s]*\)$")
+
+
+class TedliumError(ValueError):
+    """The corpus tree is not in the official layout, or an STM line is malformed (file:line)."""
+
+
+@dataclass(frozen=True)
+class StmSegment:
+    talk: str
+    channel: str
+    speaker: str
+    start: float
+    end: float
+    label: str
+    transcript: str  # raw, as in the file
+    source: str  # "<stm>:<line>"
+
+    @property
+    def ignored(self) -> bool:
+        return self.transcript.strip() == IGNORE_TRANSCRIPT
+
+
+def normalize_tedlium_text(transcript: str) -> str:
+    """Apply the normalisation of the module docstring; may return ""."""
+    tokens = transcript.split()
+    if tokens and _UTT_NAME.match(tokens[-1]):
+        tokens = tokens[:-1]
+    words: list[str] = []
+    for token in tokens:
+        token = _VARIANT.sub("", token).lower()
+        if not token or _TAG.match(token):
+            continue
+        if token.startswith("'") and words:
+            words[-1] += token
+        else:
+            words.append(token)
+    return " ".join(words)
+
+
+def parse_stm(path: str | os.PathLike) -> list[StmSegment]:
+    """All segments of one STM file; a malformed line raises TedliumError naming file and line."""
+    path = Path(path)
+    segments = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip() or line.startswith(";;"):
+                continue
+            fields = line.split(None, 6)
+            where = f"{path}:{line_no}"
+            if len(fields) < 6:
+                raise TedliumError(
+                    f"{where}: expected '<talk> <channel> <speaker> <start> <end> <label> <transcript>', "
+                    f"got {line.strip()[:80]!r}"
+                )
+            talk, channel, speaker, start, end, label = fields[:6]
+            transcript = fields[6].strip() if len(fields) == 7 else ""
+            try:
+                t0, t1 = float(start), float(end)
+            except ValueError:
+                raise TedliumError(f"{where}: start/end times {start!r} {end!r} are not numbers") from None
+            if not (t0 >= 0 and t1 >= t0):
+                raise TedliumError(f"{where}: bad segment times start={t0} end={t1}")
+            if not (label.startswith("<") and label.endswith(">")):
+                raise TedliumError(f"{where}: expected a '<...>' label in field 6, got {label!r}")
+            segments.append(StmSegment(talk, channel, speaker, t0, t1, label, transcript, where))
+    return segments
+
+
+@dataclass
+class SplitStats:
+    """What ``prepare_tedlium`` kept and why it dropped the rest (written beside the manifests)."""
+
+    talks: int = 0
+    segments: int = 0
+    hours: float = 0.0
+    ignored_segments: int = 0
+    empty_after_normalisation: int = 0
+    zero_length_segments: int = 0
+    past_end_of_audio: int = 0
+    clipped_to_audio_end: int = 0
+    full_talks: int = 0
+    full_talk_hours: float = 0.0
+    talks_with_unscored_speech: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def note(self, what: str) -> None:
+        if len(self.examples) < 5:
+            self.examples.append(what)
+
+
+def _split_dirs(corpus: Path, subset: str, split: str) -> tuple[Path, Path]:
+    if subset not in TEDLIUM_SUBSETS:
+        raise ValueError(f"unknown TED-LIUM subset {subset!r}; choose from {TEDLIUM_SUBSETS}")
+    if subset == "full":
+        base = corpus / "data" if split == "train" else corpus / "legacy" / split
+    else:
+        base = corpus / subset / split
+    return base / "sph", base / "stm"
+
+
+def _corpus_dir(root: Path) -> Path:
+    return root / TEDLIUM_DIRNAME if (root / TEDLIUM_DIRNAME).is_dir() else root
+
+
+def _segment_id(talk: str, start: float, end: float) -> str:
+    # Kaldi-style <talk>-<start cs>-<end cs>: unique within a talk and sorts in time order.
+    return f"{talk}-{round(start * 100):07d}-{round(end * 100):07d}"
+
+
+def _prepare_split(sph_dir: Path, stm_dir: Path) -> tuple[list[Utterance], list[Utterance], SplitStats]:
+    stats = SplitStats()
+    stms = sorted(stm_dir.glob("*.stm"))
+    if not stms:
+        raise TedliumError(f"{stm_dir}: no .stm files (is this an extracted TED-LIUM 3 tree?)")
+    segments_out: list[Utterance] = []
+    talks_out: list[Utterance] = []
+    for stm in stms:
+        talk = stm.stem
+        sph = sph_dir / f"{talk}.sph"
+        if not sph.is_file():
+            raise TedliumError(f"{stm}: audio file missing: {sph}")
+        audio_end = audio_seconds(sph, TedliumError)
+        scored: list[tuple[float, float, str]] = []
+        unscored: list[tuple[float, float]] = []
+        for seg in sorted(parse_stm(stm), key=lambda s: (s.start, s.end)):
+            if seg.talk != talk:
+                raise TedliumError(f"{seg.source}: talk id {seg.talk!r} does not match the file name {talk!r}")
+            if seg.ignored:
+                stats.ignored_segments += 1
+                unscored.append((seg.start, seg.end))
+                continue
+            text = normalize_tedlium_text(seg.transcript)
+            if not text:
+                stats.empty_after_normalisation += 1
+                stats.note(f"{seg.source}: empty after normalisation: {seg.transcript!r}")
+                unscored.append((seg.start, seg.end))
+                continue
+            if seg.start >= audio_end:
+                stats.past_end_of_audio += 1
+                stats.note(f"{seg.source}: starts at {seg.start}s, audio ends at {audio_end:.2f}s")
+                continue
+            end = seg.end
+            if end > audio_end:
+                stats.clipped_to_audio_end += 1
+                end = audio_end
+            if end - seg.start <= 0:
+                stats.zero_length_segments += 1
+                stats.note(f"{seg.source}: zero-length segment")
+                continue
+            scored.append((seg.start, end, text))
+        if not scored:
+            log.warning("%s: no scored segments", stm)
+            continue
+        stats.talks += 1
+        seen: set[str] = set()
+        for start, end, text in scored:
+            uid = _segment_id(talk, start, end)
+            if uid in seen:
+                raise TedliumError(f"{stm}: two scored segments with the same times {start}-{end} ({uid})")
+            seen.add(uid)
+            segments_out.append(
+                Utterance(
+                    id=uid,
+                    audio_filepath=str(sph.resolve()),
+                    duration=round(end - start, 6),
+                    text=text,
+                    offset=start,
+                    speaker=talk,
+                )
+            )
+        first, last = scored[0][0], max(e for _, e, _ in scored)
+        if any(s < last and e > first for s, e in unscored):
+            stats.talks_with_unscored_speech += 1
+            continue
+        talks_out.append(
+            Utterance(
+                id=talk,
+                audio_filepath=str(sph.resolve()),
+                duration=round(last - first, 6),
+                text=" ".join(t for _, _, t in scored),
+                offset=first,
+                speaker=talk,
+            )
+        )
+    stats.segments = len(segments_out)
+    stats.hours = sum(u.duration for u in segments_out) / 3600
+    stats.full_talks = len(talks_out)
+    stats.full_talk_hours = sum(u.duration for u in talks_out) / 3600
+    return segments_out, talks_out, stats
+
+
+def prepare_tedlium(
+    root: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    subset: str = "legacy",
+    splits: Iterable[str] = SPLITS,
+    overwrite: bool = False,
+) -> dict[str, dict]:
+    """Write ``<out_dir>/<split>.jsonl`` (segments) and ``<split>_talks.jsonl`` (full talks).
+
+    ``root`` holds ``TEDLIUM_release-3/`` (or is that folder). Also writes
+    ``<split>.stats.json`` with the counts of the module docstring. Existing manifests are kept
+    unless ``overwrite``. Returns ``{split: {"segments": path, "talks": path, "stats": dict}}``.
+    """
+    corpus = _corpus_dir(Path(root))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result: dict[str, dict] = {}
+    splits = [splits] if isinstance(splits, str) else list(splits)
+    for split in splits:
+        if split not in SPLITS:
+            raise ValueError(f"unknown TED-LIUM split {split!r}; choose from {SPLITS}")
+        seg_path, talk_path = out_dir / f"{split}.jsonl", out_dir / f"{split}_talks.jsonl"
+        stats_path = out_dir / f"{split}.stats.json"
+        if seg_path.exists() and talk_path.exists() and stats_path.exists() and not overwrite:
+            log.info("%s exists; skipping %s", seg_path, split)
+            result[split] = {"segments": seg_path, "talks": talk_path, "stats": json.loads(stats_path.read_text())}
+            continue
+        sph_dir, stm_dir = _split_dirs(corpus, subset, split)
+        if not stm_dir.is_dir() or not sph_dir.is_dir():
+            raise TedliumError(f"{stm_dir.parent}: expected sph/ and stm/ folders (extract {TEDLIUM_ARCHIVE} first)")
+        segments, talks, stats = _prepare_split(sph_dir, stm_dir)
+        if not segments:
+            raise TedliumError(f"{stm_dir}: no scored segments in any talk")
+        write_manifest(seg_path, segments)
+        write_manifest(talk_path, talks)
+        tmp = stats_path.with_name(stats_path.name + ".tmp")
+        tmp.write_text(json.dumps(stats.__dict__, indent=2))
+        os.replace(tmp, stats_path)
+        log.info(
+            "%s/%s: %d talks, %d segments (%.2f h); excluded %d ignore_time_segment_in_scoring, "
+            "%d empty after normalisation, %d past end of audio, %d zero length; %d full talks (%.2f h), "
+            "%d talks left out of the full-talk set because unscored speech lies inside",
+            subset, split, stats.talks, stats.segments, stats.hours, stats.ignored_segments,
+            stats.empty_after_normalisation, stats.past_end_of_audio, stats.zero_length_segments,
+            stats.full_talks, stats.full_talk_hours, stats.talks_with_unscored_speech,
+        )
+        for example in stats.examples:
+            log.info("  %s", example)
+        result[split] = {"segments": seg_path, "talks": talk_path, "stats": stats.__dict__}
+    return result
+
+
+def download_tedlium(
+    root: str | os.PathLike,
+    mirror: str = "openslr",
+    *,
+    data_dir: str | os.PathLike | None = None,
+    verify: bool = True,
+    **download_kwargs,
+) -> Path:
+    """Fetch ``TEDLIUM_release-3.tgz`` (about 50 GB) into ``root``; resumable and verified.
+
+    ``data_dir``: a folder already holding the archive (linked instead of downloaded).
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    dest = root / TEDLIUM_ARCHIVE
+    if data_dir is not None and (Path(data_dir) / TEDLIUM_ARCHIVE).is_file():
+        link_or_copy(Path(data_dir) / TEDLIUM_ARCHIVE, dest)
+    base = TEDLIUM_MIRRORS.get(mirror, mirror).rstrip("/")
+    sums = {"sha256": TEDLIUM_SHA256, "md5": TEDLIUM_MD5} if verify else {}
+    return download(f"{base}/{TEDLIUM_ARCHIVE}", dest, **sums, **download_kwargs)
+
+
+def extract_tedlium(root: str | os.PathLike) -> Path:
+    """Extract the archive into ``root`` (idempotent); return ``<root>/TEDLIUM_release-3``."""
+    root = Path(root)
+    archive = root / TEDLIUM_ARCHIVE
+    if not archive.exists() and not (root / f".{archive.name}.extracted").exists():
+        raise FileNotFoundError(f"{archive}: archive not found; run stage 0 (download) first or pass --data_dir")
+    extract(archive, root)
+    return root / TEDLIUM_DIRNAME
+
+
+def tedlium_manifests(
+    manifest_dir: str | os.PathLike,
+    train: str | Sequence[str] = ("train",),
+    dev: str | Sequence[str] = ("dev",),
+    test: str | Sequence[str] | dict = ("dev", "test", "dev_talks", "test_talks"),
+) -> dict:
+    """Manifest paths for the Hydra data config (``corpus._target_``).
+
+    Returns ``{"train": [paths], "dev": [paths], "test": {name: path}}``; raises FileNotFoundError
+    naming the missing manifest and the recipe stage that writes it.
+    """
+    return resolve_manifests(
+        manifest_dir,
+        train,
+        dev,
+        test,
+        hint="run recipes/tedlium3/run.sh --stage 1 --stop_stage 2 first "
+        "(stage 0 downloads the archive; stage 3 builds the long-form sets)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI used by recipes/tedlium3/run.sh: ``download`` | ``extract`` | ``prepare``."""
+    parser = argparse.ArgumentParser(prog="python -m asr_pe.data.tedlium", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("download", help=f"fetch {TEDLIUM_ARCHIVE} (resume + checksum)")
+    d.add_argument("--root", required=True)
+    d.add_argument("--mirror", default="openslr", help=f"{list(TEDLIUM_MIRRORS)} or a base URL")
+    d.add_argument("--data_dir", default=None, help="folder with a pre-downloaded archive")
+    d.add_argument("--no_verify", action="store_true")
+    e = sub.add_parser("extract", help="extract the archive (idempotent)")
+    e.add_argument("--root", required=True)
+    p = sub.add_parser("prepare", help="write <out_dir>/<split>.jsonl and <split>_talks.jsonl")
+    p.add_argument("--corpus_dir", required=True, help=f"folder holding {TEDLIUM_DIRNAME}/ (or that folder)")
+    p.add_argument("--out_dir", required=True)
+    p.add_argument("--subset", default="legacy", choices=TEDLIUM_SUBSETS)
+    p.add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS)
+    p.add_argument("--overwrite", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "download":
+            download_tedlium(args.root, args.mirror, data_dir=args.data_dir, verify=not args.no_verify)
+        elif args.command == "extract":
+            extract_tedlium(args.root)
+        else:
+            prepare_tedlium(args.corpus_dir, args.out_dir, subset=args.subset, splits=args.splits,
+                            overwrite=args.overwrite)
+    except (OSError, ValueError, RuntimeError) as err:  # one clear line, not a stack trace
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

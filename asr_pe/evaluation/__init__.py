@@ -1,0 +1,1 @@
+"""Per-utterance scoring, duration buckets with bootstrap confidence intervals."""

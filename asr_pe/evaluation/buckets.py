@@ -1,0 +1,347 @@
+"""Duration buckets: pooled WER/CER per bucket with percentile-bootstrap confidence intervals.
+
+Pooling: a bucket's WER is Σ errors / Σ reference words over its utterances (in %), not the
+mean of per-utterance WERs, which would over-weight short utterances.
+
+Bootstrap: utterances are resampled with replacement inside each bucket (``n_boot`` draws,
+vectorised); each draw gives a pooled WER and a pooled CER from the *same* resample; the
+interval is the (1-ci)/2 and (1+ci)/2 percentiles. Each bucket gets its own numpy Generator
+seeded from ``(seed, crc32(label))``, so a bucket's interval does not change when other buckets
+are added or removed. Draws whose resample holds no reference words (possible only when
+some references are empty) are left out of the percentiles.
+
+Buckets: ``edges`` are increasing bucket boundaries in seconds; bucket k is [edges[k], edges[k+1]).
+An utterance at or beyond the last edge goes into an open last bucket labelled ``"<last>+"``;
+when ``edges[0] > 0`` a bucket [0, edges[0]) is prepended, so no utterance is dropped.
+Empty buckets are omitted from `bucket_table` (they have no WER); `bucketize` returns them all.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_EDGES", "RECORD_KEYS", "ROW_KEYS", "Bucket", "bucket_label", "bucketize",
+    "bootstrap_ratio_ci", "bucket_table", "format_table", "write_bucket_files",
+    "read_bucket_csv", "write_per_utt", "read_per_utt", "PerUttError", "atomic_write_text",
+    "ALL_LABEL",
+]
+
+DEFAULT_EDGES: tuple[float, ...] = (0, 2, 4, 8, 16, 32, 64)
+RECORD_KEYS = ("id", "duration", "errors", "ref_words", "sub", "del", "ins",
+               "char_errors", "ref_chars")
+ROW_KEYS = ("bucket", "lo", "hi", "utterances", "mean_duration", "ref_words", "errors",
+            "sub", "del", "ins", "wer", "wer_ci_low", "wer_ci_high", "ref_chars",
+            "char_errors", "cer", "cer_ci_low", "cer_ci_high")
+_INT_KEYS = {"utterances", "ref_words", "errors", "sub", "del", "ins", "ref_chars", "char_errors"}
+ALL_LABEL = "all"
+# Bootstrap draws are processed in chunks so that the (draws, n) index matrix stays below this.
+_MAX_BOOT_ELEMENTS = 4_000_000
+
+
+class PerUttError(ValueError):
+    """A bad ``per_utt.jsonl`` line; the message is ``<path>:<line>: <reason>``."""
+
+
+def _fmt_edge(x: float) -> str:
+    return f"{x:g}"
+
+
+def bucket_label(lo: float, hi: float) -> str:
+    """``"0-2"`` for [0, 2), ``"64+"`` for the open bucket [64, inf)."""
+    return f"{_fmt_edge(lo)}+" if math.isinf(hi) else f"{_fmt_edge(lo)}-{_fmt_edge(hi)}"
+
+
+@dataclass
+class Bucket:
+    label: str
+    lo: float
+    hi: float                      # math.inf for the open last bucket
+    records: list = field(default_factory=list)
+
+
+def _check_edges(edges: Sequence[float]) -> list[float]:
+    edges = [float(e) for e in edges]
+    if not edges:
+        raise ValueError("bucket edges must not be empty")
+    if edges[0] < 0 or any(math.isinf(e) or math.isnan(e) for e in edges):
+        raise ValueError(f"bucket edges must be finite and >= 0, got {edges}")
+    if any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"bucket edges must be strictly increasing, got {edges}")
+    if edges[0] > 0:
+        edges = [0.0] + edges
+    return edges
+
+
+def _check_record(rec: dict, index: int) -> None:
+    missing = [k for k in RECORD_KEYS if k not in rec]
+    if missing:
+        raise KeyError(f"record {index} (id={rec.get('id')!r}) lacks {missing}; "
+                       f"records need {list(RECORD_KEYS)}")
+    d = rec["duration"]
+    if not isinstance(d, (int, float)) or math.isnan(d) or d < 0:
+        raise ValueError(f"record {index} (id={rec.get('id')!r}) has a bad duration {d!r}")
+
+
+def bucketize(records: Iterable[dict], edges: Sequence[float] = DEFAULT_EDGES) -> list[Bucket]:
+    """Assign records to [lo, hi) duration buckets; the last bucket is open. Empty buckets kept."""
+    edges = _check_edges(edges)
+    buckets = [Bucket(bucket_label(lo, hi), lo, hi) for lo, hi in zip(edges, edges[1:])]
+    buckets.append(Bucket(bucket_label(edges[-1], math.inf), edges[-1], math.inf))
+    lows = np.asarray(edges)
+    for i, rec in enumerate(records):
+        _check_record(rec, i)
+        # index of the last edge <= duration; durations >= edges[-1] land in the open bucket
+        k = int(np.searchsorted(lows, float(rec["duration"]), side="right")) - 1
+        buckets[k].records.append(rec)
+    return buckets
+
+
+def bootstrap_ratio_ci(num: np.ndarray, den: np.ndarray, *, n_boot: int, rng: np.random.Generator,
+                       ci: float = 0.95, extra: Sequence[tuple[np.ndarray, np.ndarray]] = ()
+                       ) -> list[tuple[float, float]]:
+    """Percentile-bootstrap CIs of Σnum/Σden (in %) over resampled items.
+
+    ``extra`` holds more (num, den) pairs evaluated on the same resamples (paired draws).
+    Returns one (low, high) per ratio; (nan, nan) when no draw has a positive denominator.
+    """
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci}")
+    pairs = [(np.asarray(num, float), np.asarray(den, float))] + \
+            [(np.asarray(a, float), np.asarray(b, float)) for a, b in extra]
+    n = len(pairs[0][0])
+    if n == 0 or n_boot <= 0:
+        return [(math.nan, math.nan)] * len(pairs)
+    sums = [(np.empty(n_boot), np.empty(n_boot)) for _ in pairs]
+    chunk = max(1, _MAX_BOOT_ELEMENTS // n)
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))          # (draws, n) resampled items
+        for (a, b), (sa, sb) in zip(pairs, sums):
+            sa[start:stop] = a[idx].sum(axis=1)
+            sb[start:stop] = b[idx].sum(axis=1)
+    q = [100 * (1 - ci) / 2, 100 * (1 + ci) / 2]
+    out = []
+    for sa, sb in sums:
+        ok = sb > 0
+        if not ok.any():
+            out.append((math.nan, math.nan))
+            continue
+        lo, hi = np.percentile(100.0 * sa[ok] / sb[ok], q)
+        out.append((float(lo), float(hi)))
+    return out
+
+
+def _ratio(num: float, den: float) -> float:
+    return 100.0 * num / den if den > 0 else math.nan
+
+
+def _row(label: str, lo: float, hi: float, recs: list[dict], n_boot: int, seed: int,
+         ci: float) -> dict:
+    def col(key):
+        return np.array([float(r[key]) for r in recs])
+
+    errors, words = col("errors"), col("ref_words")
+    cerr, chars = col("char_errors"), col("ref_chars")
+    rng = np.random.default_rng([seed, zlib.crc32(label.encode())])
+    (wl, wh), (cl, ch) = bootstrap_ratio_ci(errors, words, n_boot=n_boot, rng=rng, ci=ci,
+                                            extra=[(cerr, chars)])
+    row = {
+        "bucket": label, "lo": lo, "hi": hi, "utterances": len(recs),
+        "mean_duration": float(np.mean(col("duration"))),
+        "ref_words": int(words.sum()), "errors": int(errors.sum()),
+        "sub": int(col("sub").sum()), "del": int(col("del").sum()), "ins": int(col("ins").sum()),
+        "wer": _ratio(errors.sum(), words.sum()), "wer_ci_low": wl, "wer_ci_high": wh,
+        "ref_chars": int(chars.sum()), "char_errors": int(cerr.sum()),
+        "cer": _ratio(cerr.sum(), chars.sum()), "cer_ci_low": cl, "cer_ci_high": ch,
+    }
+    return row
+
+
+def bucket_table(records: Sequence[dict], edges: Sequence[float] = DEFAULT_EDGES, n_boot: int = 1000,
+                 seed: int = 0, ci: float = 0.95) -> list[dict]:
+    """One row per non-empty bucket (in edge order) plus a final ``all`` row; keys `ROW_KEYS`.
+
+    WER/CER are pooled and in %; ``*_ci_low``/``*_ci_high`` are the percentile-bootstrap
+    interval at level ``ci``. A bucket whose references hold no words has WER nan.
+    """
+    records = list(records)
+    rows = [_row(b.label, b.lo, b.hi, b.records, n_boot, seed, ci)
+            for b in bucketize(records, edges) if b.records]
+    if records:
+        rows.append(_row(ALL_LABEL, 0.0, math.inf, records, n_boot, seed, ci))
+    return rows
+
+
+# ----------------------------------------------------------------------------- formatting
+
+def _num(x: float, digits: int = 2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _with_ci(v: float, lo: float, hi: float) -> str:
+    return f"{_num(v)} [{_num(lo)}, {_num(hi)}]"
+
+
+_DISPLAY = (("bucket", "bucket (s)"), ("utterances", "utts"), ("mean_duration", "mean dur (s)"),
+            ("ref_words", "words"), ("sub", "sub"), ("del", "del"), ("ins", "ins"),
+            ("wer", "WER % [CI]"), ("cer", "CER % [CI]"))
+
+
+def _display_cells(row: dict) -> list[str]:
+    cells = []
+    for key, _ in _DISPLAY:
+        if key == "wer":
+            cells.append(_with_ci(row["wer"], row["wer_ci_low"], row["wer_ci_high"]))
+        elif key == "cer":
+            cells.append(_with_ci(row["cer"], row["cer_ci_low"], row["cer_ci_high"]))
+        elif key == "mean_duration":
+            cells.append(_num(row[key]))
+        else:
+            cells.append(str(row[key]))
+    return cells
+
+
+def format_table(rows: Sequence[dict]) -> str:
+    """Plain-text aligned table for the console (numbers right-aligned)."""
+    header = [h for _, h in _DISPLAY]
+    body = [_display_cells(r) for r in rows]
+    widths = [max(len(c) for c in col) for col in zip(header, *body)]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                       for i, (h, w) in enumerate(zip(header, widths)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for cells in body:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(cells, widths))))
+    return "\n".join(lines)
+
+
+def _meta_line(meta: dict | None) -> str:
+    if not meta:
+        return ""
+    return " · ".join(f"{k}: {v}" for k, v in meta.items())
+
+
+def _markdown(rows: Sequence[dict], meta: dict | None) -> str:
+    out = []
+    if meta:
+        out += [f"**{_meta_line(meta)}**", ""]
+    out.append("| " + " | ".join(h for _, h in _DISPLAY) + " |")
+    out.append("|" + "|".join([" --- "] + [" ---: "] * (len(_DISPLAY) - 1)) + "|")
+    for r in rows:
+        out.append("| " + " | ".join(_display_cells(r)) + " |")
+    out += ["", "WER/CER pooled per bucket (Σ errors / Σ reference units); CER counts spaces; "
+            "[CI] = percentile bootstrap over utterances; empty buckets omitted.", ""]
+    return "\n".join(out)
+
+
+def _csv_value(key: str, v) -> str:
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf"
+        if math.isnan(v):
+            return "nan"
+        return f"{v:.6g}" if key in ("lo", "hi") else f"{v:.4f}"
+    return str(v)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write text to a temporary file in the target folder, then os.replace it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_bucket_files(rows: Sequence[dict], out_dir: str | os.PathLike, meta: dict | None = None
+                       ) -> dict[str, Path]:
+    """Write ``buckets.csv``, ``buckets.md`` (and ``buckets.meta.json`` when ``meta``), atomically.
+
+    ``meta`` (run name, PE, loss, decoding, test set, ...) becomes the md header line and a
+    JSON sidecar so that plots can label runs without parsing markdown.
+    """
+    out_dir = Path(out_dir)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(ROW_KEYS)
+    for r in rows:
+        writer.writerow([_csv_value(k, r[k]) for k in ROW_KEYS])
+    paths = {"csv": out_dir / "buckets.csv", "md": out_dir / "buckets.md"}
+    atomic_write_text(paths["csv"], buf.getvalue())
+    atomic_write_text(paths["md"], _markdown(rows, meta))
+    if meta is not None:
+        paths["meta"] = out_dir / "buckets.meta.json"
+        atomic_write_text(paths["meta"], json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    return paths
+
+
+def read_bucket_csv(path: str | os.PathLike) -> list[dict]:
+    """Read a ``buckets.csv`` back into rows with numeric types (inf/nan restored)."""
+    path = Path(path)
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [k for k in ("bucket", "lo", "hi", "mean_duration", "wer") if k not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}:1: header lacks columns {missing}")
+        for line, raw in enumerate(reader, start=2):
+            row = {}
+            try:
+                for k, v in raw.items():
+                    if k == "bucket":
+                        row[k] = v
+                    elif k in _INT_KEYS:
+                        row[k] = int(v)
+                    else:
+                        row[k] = float(v)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}:{line}: bad value ({e})") from None
+            rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- per_utt.jsonl
+
+def write_per_utt(records: Iterable[dict], path: str | os.PathLike) -> None:
+    """Write one JSON object per utterance (``per_utt.jsonl``), atomically."""
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    atomic_write_text(path, text)
+
+
+def read_per_utt(path: str | os.PathLike) -> list[dict]:
+    """Read ``per_utt.jsonl``; a malformed line raises PerUttError naming file and line."""
+    path = Path(path)
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise PerUttError(f"{path}:{line_no}: invalid JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise PerUttError(f"{path}:{line_no}: expected a JSON object")
+            missing = [k for k in RECORD_KEYS if k not in rec]
+            if missing:
+                raise PerUttError(f"{path}:{line_no}: missing keys {missing}")
+            out.append(rec)
+    return out

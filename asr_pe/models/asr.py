@@ -1,0 +1,59 @@
+"""The ASR model: front end → encoder → CTC head (and, for seq2seq/hybrid, an attention decoder)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from .encoder import Encoder, build_encoder
+from .frontend import build_frontend
+
+
+class ASRModel(nn.Module):
+    def __init__(self, frontend: nn.Module, encoder: Encoder, vocab_size: int,
+                 decoder: nn.Module | None = None, ctc_head: bool = True):
+        super().__init__()
+        self.frontend = frontend
+        self.encoder = encoder
+        self.ctc_head = nn.Linear(encoder.d_model, vocab_size) if ctc_head else None
+        self.decoder = decoder
+        self.vocab_size = vocab_size
+
+    @property
+    def frame_shift_s(self) -> float:
+        return self.frontend.frame_shift_s
+
+    def encode(self, features: torch.Tensor, lengths: torch.Tensor, return_attention: bool = False):
+        """features (B, T, F) at 10 ms -> enc (B, T', D), enc_lengths (B,) [, attention]."""
+        x, lengths = self.frontend(features, lengths)
+        return self.encoder(x, lengths, return_attention=return_attention)
+
+    def ctc_log_probs(self, enc: torch.Tensor) -> torch.Tensor:
+        assert self.ctc_head is not None, "this model has no CTC head"
+        return torch.log_softmax(self.ctc_head(enc).float(), dim=-1)  # (B, T', V)
+
+
+def build_asr_model(
+    *,
+    vocab_size: int,
+    in_features: int,
+    frontend: Mapping[str, Any],
+    encoder: Mapping[str, Any],
+    pe: Any,
+    decoder: Mapping[str, Any] | None = None,
+    ctc_head: bool = True,
+) -> ASRModel:
+    """Build from plain mappings (the resolved config of a run), so evaluation can rebuild it."""
+    enc_opts = {k: v for k, v in encoder.items() if k not in ("_target_", "name")}
+    fe_opts = {k: v for k, v in frontend.items() if k not in ("_target_", "kind")}
+    fe = build_frontend(frontend["kind"], in_features, enc_opts["d_model"], **fe_opts)
+    pe_spec = {k: v for k, v in pe.items() if k != "name"} if isinstance(pe, Mapping) else pe
+    enc = build_encoder(pe=pe_spec, frame_shift_s=fe.frame_shift_s, **enc_opts)
+    dec = None
+    if decoder is not None:
+        from .decoder import build_decoder  # the attention decoder (seq2seq / hybrid heads)
+
+        dec = build_decoder(vocab_size=vocab_size, d_model=enc_opts["d_model"], **decoder)
+    return ASRModel(fe, enc, vocab_size, dec, ctc_head)

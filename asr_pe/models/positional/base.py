@@ -1,0 +1,125 @@
+"""Base classes and registry for positional encodings.
+
+A PE acts at one of two stages (see PE_REFERENCE.md):
+
+* input stage (`InputPE`): added to the subsampled features before the first block;
+* attention stage (`AttentionPE`): hooks called by `MultiHeadAttention` of every layer.
+
+Attention hooks receive the absolute integer positions of the query rows (`q_pos`) and key
+columns (`k_pos`) being computed, never a length, so attention can be evaluated in query
+blocks and no PE needs a table sized for the longest input.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Mapping
+
+import torch
+from torch import nn
+
+
+class InputPE(nn.Module):
+    """Input-stage PE: ``forward(x (B, T, D), lengths (B,)) -> (B, T, D)``."""
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+
+class AttentionPE(nn.Module):
+    """Attention-stage PE for one layer. Every hook defaults to "no change".
+
+    ``fused_ok`` says whether, given ``transform_qk`` and ``logits_bias``, the output may be
+    computed by ``scaled_dot_product_attention``; PEs that need the attention weights
+    themselves (e.g. a value-side term) set it to False and implement ``value_term``.
+    """
+
+    fused_ok: bool = True
+
+    def transform_qk(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q (B, H, Tq, d), k (B, H, Tk, d) -> rotated/shifted q, k used for the content term."""
+        return q, k
+
+    def logits_bias(
+        self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Additive term in logit units (after the 1/sqrt(d) scaling), broadcastable to
+        (B, H, Tq, Tk). ``q`` is the untransformed query block."""
+        return None
+
+    def value_term(
+        self, weights: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Extra output from the attention weights (B, H, Tq, Tk) -> (B, H, Tq, d)."""
+        return None
+
+    def mix_output(
+        self,
+        out: torch.Tensor,
+        v: torch.Tensor,
+        q_pos: torch.Tensor,
+        k_pos: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Post-softmax mixing (REM). out (B, H, Tq, d), v (B, H, Tk, d)."""
+        return out
+
+    def mix_weights(
+        self,
+        weights: torch.Tensor,
+        q_pos: torch.Tensor,
+        k_pos: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """The effective attention weights for diagnostics (REM mixes P in)."""
+        return weights
+
+    @classmethod
+    def build_layers(cls, n_layers: int, **kwargs: Any) -> nn.ModuleList:
+        """One hook module per layer. Override to share parameters across layers (T5)."""
+        return nn.ModuleList(cls(**kwargs) for _ in range(n_layers))
+
+
+INPUT_PES: dict[str, type[InputPE]] = {}
+ATTENTION_PES: dict[str, type[AttentionPE]] = {}
+
+
+def register_input_pe(name: str) -> Callable[[type[InputPE]], type[InputPE]]:
+    def deco(cls: type[InputPE]) -> type[InputPE]:
+        assert name not in INPUT_PES and name not in ATTENTION_PES, f"PE {name!r} registered twice"
+        INPUT_PES[name] = cls
+        return cls
+
+    return deco
+
+
+def register_attention_pe(name: str) -> Callable[[type[AttentionPE]], type[AttentionPE]]:
+    def deco(cls: type[AttentionPE]) -> type[AttentionPE]:
+        assert name not in INPUT_PES and name not in ATTENTION_PES, f"PE {name!r} registered twice"
+        ATTENTION_PES[name] = cls
+        return cls
+
+    return deco
+
+
+class UnknownPEError(ValueError):
+    pass
+
+
+def constructor_kwargs(
+    cls: type, common: Mapping[str, Any], options: Mapping[str, Any], name: str
+) -> dict[str, Any]:
+    """Keyword arguments for ``cls``: the common ones its signature takes, plus ``options``.
+
+    Unknown options get a clear error rather than a TypeError deep in a constructor."""
+    params = inspect.signature(cls.__init__).parameters
+    takes_var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    unknown = [k for k in options if k not in params and not takes_var_kw]
+    if unknown:
+        valid = sorted(k for k in params if k not in ("self",) and k not in common)
+        raise UnknownPEError(f"pe {name!r}: unknown option(s) {unknown}; valid options: {valid}")
+    kwargs = {k: v for k, v in common.items() if k in params or takes_var_kw}
+    kwargs.update(options)
+    return kwargs

@@ -1,0 +1,114 @@
+"""Transformer-XL relative positional encoding as used by the Conformer (Dai et al., ACL 2019,
+"Transformer-XL"; Gulati et al. 2020; ESPnet ``RelPositionMultiHeadedAttention``, "latest"
+``rel_pos_type``).
+
+    scores_ij = [(q_i + u)·k_j + (q_i + v)·p_{i−j}] / √d,     p = R·W_pos (no bias),
+
+R the sinusoidal embedding of the signed offset r = i − j (rows for T−1 … −(T−1)),
+interleaved [sin(r·ω_k), cos(r·ω_k)], ω_k = 10000^(−2k/D): sin is odd, so +r and −r get
+different rows and the model can tell left from right. u, v ∈ (H, d) are learned per layer
+(Glorot-uniform init, as ESPnet); W_pos is a per-layer D×D linear map split into heads.
+
+Hooks: ``transform_qk`` adds u to q (the content term goes through the ordinary attention
+path), ``logits_bias`` returns rel_shift((q + v)·pᵀ)/√d. For a query block at positions
+s … s+Tq−1 against keys 0 … Tk−1 it builds the table for exactly the Tq + Tk − 1 offsets that
+block needs, so blocked attention does no (2T−1)-wide work per block; for the whole sequence
+that is the usual 2T − 1 rows and the pad-and-reshape ``rel_shift``. There is no length cap:
+the table is computed for the positions at hand.
+
+Positions must be contiguous increasing ranges (what ``MultiHeadAttention`` passes); this is
+checked on CPU, where the check costs nothing, and other positions fall back to a gather.
+ESPnet also scales the input by √D and applies dropout to the table; here input scaling
+belongs to the input stage (combine with ``sinusoidal_sqrtd`` if wanted) and there is none.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .base import AttentionPE, register_attention_pe
+from .sinusoidal import sinusoid
+
+
+def rel_shift(x: torch.Tensor, n_keys: int | None = None) -> torch.Tensor:
+    """Map scores against a descending offset table to scores per (query, key).
+
+    x (..., Tq, Tq + Tk − 1) whose column c holds offset (Tq − 1 − c) + const for every row
+    -> (..., Tq, Tk) with entry (a, b) = x[..., a, Tq − 1 − a + b], i.e. offset a − b + const.
+    For Tq = Tk = T (the full sequence, x (..., T, 2T − 1) over offsets T−1 … −(T−1)) entry
+    (i, j) uses offset i − j. Pad a zero column, view as (Tq + Tk, Tq), drop the first row,
+    view back and keep Tk columns (Transformer-XL's trick; no gather, no copy of indices).
+    """
+    *lead, Tq, W = x.shape
+    Tk = W - Tq + 1 if n_keys is None else n_keys
+    assert W == Tq + Tk - 1, f"rel_shift: expected {Tq + Tk - 1} offset columns for {Tq}x{Tk}, got {W}"
+    padded = nn.functional.pad(x, (1, 0))  # (..., Tq, W + 1)
+    padded = padded.reshape(*lead, W + 1, Tq)  # (..., W + 1, Tq): same memory, rows re-cut
+    return padded[..., 1:, :].reshape(*lead, Tq, W)[..., :Tk]  # (..., Tq, Tk)
+
+
+def rel_shift_naive(x: torch.Tensor, n_keys: int | None = None) -> torch.Tensor:
+    """Reference for ``rel_shift``: out[..., a, b] = x[..., a, Tq − 1 − a + b], by a loop."""
+    *lead, Tq, W = x.shape
+    Tk = W - Tq + 1 if n_keys is None else n_keys
+    out = x.new_empty(*lead, Tq, Tk)
+    for a in range(Tq):
+        for b in range(Tk):
+            out[..., a, b] = x[..., a, Tq - 1 - a + b]
+    return out
+
+
+def is_range(pos: torch.Tensor) -> bool:
+    """True for consecutive increasing integer positions (what ``MultiHeadAttention`` passes)."""
+    if pos.numel() <= 1:
+        return True
+    return bool((pos[1:] - pos[:-1] == 1).all())
+
+
+@register_attention_pe("relative")
+class RelativePE(AttentionPE):
+    def __init__(self, d_model: int, n_heads: int, base: float = 10000.0, causal: bool = False):
+        super().__init__()
+        assert d_model % n_heads == 0, f"d_model {d_model} not divisible by n_heads {n_heads}"
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.base = base
+        self.causal = causal  # a causal mask hides i < j; the table works unchanged
+        self.linear_pos = nn.Linear(d_model, d_model, bias=False)
+        self.pos_bias_u = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
+        self.pos_bias_v = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
+
+    def position_table(self, offsets: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """p for the given signed offsets r = i − j: (n,) -> (H, n, d)."""
+        emb = sinusoid(offsets, self.d_model, self.base).to(dtype)  # (n, D), fp32 angles
+        p = nn.functional.linear(emb, self.linear_pos.weight.to(dtype))  # (n, D)
+        return p.view(-1, self.n_heads, self.d_head).transpose(0, 1)  # (H, n, d)
+
+    def transform_qk(self, q, k, q_pos, k_pos):
+        return q + self.pos_bias_u.to(q.dtype)[None, :, None, :], k  # (B, H, Tq, d)
+
+    def logits_bias(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        """rel_shift((q + v)·pᵀ)/√d for the query rows at q_pos against keys k_pos: (B, H, Tq, Tk)."""
+        Tq, Tk = q.size(2), k_pos.numel()
+        qv = q + self.pos_bias_v.to(q.dtype)[None, :, None, :]  # (B, H, Tq, d)
+        scale = 1.0 / math.sqrt(self.d_head)
+        check = q_pos.device.type == "cpu"
+        if not check or (is_range(q_pos) and is_range(k_pos)):
+            # offsets (q_last − k_first) down to (q_first − k_last): Tq + Tk − 1 rows, descending
+            top = q_pos[-1] - k_pos[0]
+            offsets = top - torch.arange(Tq + Tk - 1, device=q.device)  # (Tq + Tk − 1,)
+            p = self.position_table(offsets, q.dtype)  # (H, Tq + Tk − 1, d)
+            bd = torch.matmul(qv, p.transpose(-2, -1))  # (B, H, Tq, Tq + Tk − 1)
+            return rel_shift(bd, Tk) * scale  # (B, H, Tq, Tk)
+        # arbitrary positions: one table row per distinct offset, then a gather
+        rel = q_pos[:, None] - k_pos[None, :]  # (Tq, Tk)
+        offsets, inverse = torch.unique(rel, return_inverse=True)
+        p = self.position_table(offsets, q.dtype)  # (H, n, d)
+        bd = torch.matmul(qv, p.transpose(-2, -1))  # (B, H, Tq, n)
+        B, H = bd.shape[:2]
+        return torch.gather(bd, -1, inverse.expand(B, H, Tq, Tk)) * scale  # (B, H, Tq, Tk)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}"

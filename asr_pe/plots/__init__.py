@@ -1,0 +1,1 @@
+"""Figures: WER versus input length, PE diagnostics."""

@@ -1,0 +1,378 @@
+"""The study's figure: WER (or CER) versus input length, one line per PE, CI bands.
+
+Inputs are run directories: a folder with ``run_info.json``
+(``{"pe", "loss", "encoder", "seed", "train_max_duration", "label"}``) and
+``eval/<test set>/buckets.csv`` (written by `asr_pe.evaluation.buckets.write_bucket_files`).
+Any other folder given is searched recursively for run directories (a sweep).
+
+Runs sharing a ``label`` (missing: ``"<pe>/<loss>"``) are seeds of one configuration:
+- the line is the mean over seeds of the pooled per-bucket metric;
+- the band is the mean over seeds of the bootstrap CI bounds (utterance-level uncertainty of a
+  typical seed; the spread across seeds is shown separately as faint per-seed markers);
+- x is the bucket's mean utterance duration (mean over seeds; identical for one test set), log scale.
+
+Outputs (``<m>`` = ``wer`` or ``cer`` from ``metric``): ``<m>_vs_length.png``,
+``<m>_vs_length.csv`` (long format, one row per run and bucket, both WER and CER with their CIs,
+the ``all`` row included) and ``<m>_vs_length.md`` (labels x buckets, then the relative
+degradation table).
+
+Relative degradation reference: for each label, the **last bucket whose upper edge is <=
+the longest training utterance** (``train_max_duration``), i.e. the longest bucket lying
+entirely inside the training length range, so the ratio measures only out-of-range
+degradation. When no bucket lies entirely inside (training shorter than the first upper edge),
+the bucket containing ``train_max_duration`` is used; without ``train_max_duration`` there is
+no reference and the table says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from asr_pe.evaluation.buckets import ALL_LABEL, atomic_write_text, read_bucket_csv
+
+__all__ = ["RunResult", "LabelSeries", "RunDirError", "find_run_dirs", "test_sets_of", "load_runs",
+           "aggregate", "reference_bucket", "long_csv", "markdown_report", "plot_series",
+           "make_report", "METRICS"]
+
+log = logging.getLogger(__name__)
+
+METRICS = ("wer", "cer")
+RUN_INFO = "run_info.json"
+CSV_KEYS = ("label", "pe", "loss", "encoder", "seed", "test_set", "bucket", "lo", "hi",
+            "mean_duration", "utterances", "wer", "wer_ci_low", "wer_ci_high", "cer",
+            "cer_ci_low", "cer_ci_high", "run_dir")
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be read (bad run_info.json, no matching eval folder)."""
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    info: dict
+    test_set: str
+    rows: list[dict]                # buckets.csv rows (bucket rows in edge order, then "all")
+
+    @property
+    def label(self) -> str:
+        info = self.info
+        return str(info.get("label") or f"{info.get('pe', '?')}/{info.get('loss', '?')}")
+
+    @property
+    def seed(self):
+        return self.info.get("seed")
+
+    @property
+    def train_max_duration(self) -> float | None:
+        v = self.info.get("train_max_duration")
+        return None if v is None else float(v)
+
+
+@dataclass
+class LabelSeries:
+    """One label (seeds pooled): per bucket, mean metric, mean CI bounds, per-seed values."""
+    label: str
+    runs: list[RunResult]
+    buckets: list[str] = field(default_factory=list)      # in lo order, "all" excluded
+    lo: dict = field(default_factory=dict)
+    hi: dict = field(default_factory=dict)
+    mean_duration: dict = field(default_factory=dict)
+    value: dict = field(default_factory=dict)             # bucket -> mean over seeds (nan-aware)
+    ci_low: dict = field(default_factory=dict)
+    ci_high: dict = field(default_factory=dict)
+    per_seed: dict = field(default_factory=dict)          # bucket -> [value per run, nan if absent]
+
+    @property
+    def seeds(self) -> list:
+        return [r.seed for r in self.runs]
+
+    @property
+    def train_max_duration(self) -> float | None:
+        values = sorted({r.train_max_duration for r in self.runs if r.train_max_duration is not None})
+        if len(values) > 1:
+            log.warning("label %s: seeds disagree on train_max_duration %s; using the largest",
+                        self.label, values)
+        return values[-1] if values else None
+
+
+# ----------------------------------------------------------------------------- discovery
+
+def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Run dirs among ``paths``: a path holding run_info.json is a run, others are searched below."""
+    found: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise FileNotFoundError(f"no such run or sweep directory: {p}")
+        if (p / RUN_INFO).is_file():
+            found.append(p.resolve())
+        elif p.is_dir():
+            found.extend(sorted(q.parent.resolve() for q in p.rglob(RUN_INFO)))
+        else:
+            raise RunDirError(f"{p}: not a directory")
+    return list(dict.fromkeys(found))           # a run reached twice counts once
+
+
+def _read_info(run_dir: Path) -> dict:
+    path = run_dir / RUN_INFO
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RunDirError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+    if not isinstance(info, dict):
+        raise RunDirError(f"{path}:1: expected a JSON object")
+    return info
+
+
+def test_sets_of(run_dir: Path) -> list[str]:
+    """Names of ``eval/<name>/`` folders of a run that hold a buckets.csv."""
+    return sorted(p.parent.name for p in (Path(run_dir) / "eval").glob("*/buckets.csv"))
+
+
+def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
+              ) -> tuple[list[RunResult], str]:
+    """Read every run's buckets for one test set; returns (runs, test set name).
+
+    Without ``test_set`` the runs must share exactly one test set. Runs without the chosen
+    test set are skipped with one logged warning that counts them.
+    """
+    run_dirs = find_run_dirs(paths)
+    if not run_dirs:
+        raise RunDirError(f"no run directories ({RUN_INFO}) found under {', '.join(map(str, paths))}")
+    if test_set is None:
+        names = sorted({n for d in run_dirs for n in test_sets_of(d)})
+        if not names:
+            raise RunDirError("none of the runs has eval/<test set>/buckets.csv; run evaluate.py first")
+        if len(names) > 1:
+            raise RunDirError(f"runs hold several test sets ({', '.join(names)}); pass --test-set")
+        test_set = names[0]
+    runs, missing = [], []
+    for d in run_dirs:
+        csv_path = d / "eval" / test_set / "buckets.csv"
+        if not csv_path.is_file():
+            missing.append(str(d))
+            continue
+        runs.append(RunResult(d, _read_info(d), test_set, read_bucket_csv(csv_path)))
+    if missing:
+        log.warning("%d run(s) have no eval/%s/buckets.csv and are left out: %s",
+                    len(missing), test_set, ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
+    if not runs:
+        raise RunDirError(f"no run has eval/{test_set}/buckets.csv")
+    return runs, test_set
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+def _nanmean(values: Sequence[float]) -> float:
+    arr = np.array([v for v in values if v is not None], dtype=float)
+    arr = arr[~np.isnan(arr)]
+    return float(arr.mean()) if arr.size else math.nan
+
+
+def aggregate(runs: Sequence[RunResult], metric: str = "wer") -> list[LabelSeries]:
+    """Group runs by label (labels in first-seen order, seeds sorted) and average per bucket."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    by_label: dict[str, list[RunResult]] = defaultdict(list)
+    for r in runs:
+        by_label[r.label].append(r)
+    series = []
+    for label, group in by_label.items():
+        group = sorted(group, key=lambda r: (str(r.seed), str(r.run_dir)))
+        s = LabelSeries(label, group)
+        bounds = {}
+        for r in group:
+            for row in r.rows:
+                bounds.setdefault(row["bucket"], (row["lo"], row["hi"]))
+        s.buckets = sorted((b for b in bounds if b != ALL_LABEL), key=lambda b: bounds[b][0])
+        if ALL_LABEL in bounds:
+            s.buckets.append(ALL_LABEL)
+        for b in s.buckets:
+            cells = [next((row for row in r.rows if row["bucket"] == b), None) for r in group]
+
+            def col(key):
+                return [math.nan if c is None else c[key] for c in cells]
+
+            s.lo[b], s.hi[b] = bounds[b]
+            s.mean_duration[b] = _nanmean(col("mean_duration"))
+            s.per_seed[b] = col(metric)
+            s.value[b] = _nanmean(col(metric))
+            s.ci_low[b] = _nanmean(col(f"{metric}_ci_low"))
+            s.ci_high[b] = _nanmean(col(f"{metric}_ci_high"))
+        series.append(s)
+    return series
+
+
+def reference_bucket(s: LabelSeries) -> str | None:
+    """The last bucket with hi <= train_max_duration, else the one containing it (module docstring)."""
+    tmax = s.train_max_duration
+    if tmax is None:
+        return None
+    buckets = [b for b in s.buckets if b != ALL_LABEL and not math.isnan(s.value[b])]
+    inside = [b for b in buckets if s.hi[b] <= tmax + 1e-9]
+    if inside:
+        return inside[-1]
+    containing = [b for b in buckets if s.lo[b] <= tmax < s.hi[b]]
+    return containing[0] if containing else None
+
+
+# ----------------------------------------------------------------------------- outputs
+
+def _fmt(x: float, digits: int = 1) -> str:
+    return "–" if x is None or math.isnan(x) else f"{x:.{digits}f}"
+
+
+def _csv_cell(v) -> str:
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else ("nan" if math.isnan(v) else f"{v:.4f}")
+    return "" if v is None else str(v)
+
+
+def long_csv(runs: Sequence[RunResult]) -> str:
+    """One row per (run, bucket) with both metrics; see `CSV_KEYS`."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_KEYS)
+    for r in sorted(runs, key=lambda r: (r.label, str(r.seed), str(r.run_dir))):
+        for row in r.rows:
+            values = {"label": r.label, "pe": r.info.get("pe"), "loss": r.info.get("loss"),
+                      "encoder": r.info.get("encoder"), "seed": r.seed, "test_set": r.test_set,
+                      "run_dir": str(r.run_dir), **row}
+            w.writerow([_csv_cell(values.get(k)) for k in CSV_KEYS])
+    return buf.getvalue()
+
+
+def _all_buckets(series: Sequence[LabelSeries]) -> list[str]:
+    bounds = {}
+    for s in series:
+        for b in s.buckets:
+            bounds.setdefault(b, s.lo[b])
+    order = sorted((b for b in bounds if b != ALL_LABEL), key=lambda b: bounds[b])
+    return order + ([ALL_LABEL] if ALL_LABEL in bounds else [])
+
+
+def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str) -> str:
+    """Two tables: metric [CI] per label and bucket, then the relative degradation."""
+    name = metric.upper()
+    cols = _all_buckets(series)
+    n_runs = sum(len(s.runs) for s in series)
+    out = [f"# {name} vs input length — test set `{test_set}`", "",
+           f"{n_runs} run(s), {len(series)} label(s). Cell: {name} % pooled per duration bucket, "
+           "mean over seeds [mean of the seeds' bootstrap CI bounds]; with several seeds the "
+           "per-seed values follow in parentheses, in the order of the `seeds` column. "
+           "Columns are bucket durations in seconds.", ""]
+    out.append("| label | seeds | " + " | ".join(cols) + " |")
+    out.append("| --- | --- |" + " ---: |" * len(cols))
+    for s in series:
+        cells = []
+        for b in cols:
+            if b not in s.value:
+                cells.append("–")
+                continue
+            cell = f"{_fmt(s.value[b])} [{_fmt(s.ci_low[b])}, {_fmt(s.ci_high[b])}]"
+            if len(s.runs) > 1:
+                cell += " (" + ", ".join(_fmt(v) for v in s.per_seed[b]) + ")"
+            cells.append(cell)
+        seeds = ", ".join(str(x) for x in s.seeds)
+        out.append(f"| {s.label} | {seeds} | " + " | ".join(cells) + " |")
+
+    out += ["", f"## Relative degradation ({name} / {name} in the reference bucket)", "",
+            "Reference bucket: the last bucket whose upper edge is <= the longest training "
+            "utterance (`train_max_duration` in run_info.json), i.e. entirely inside the training "
+            "length range; if none is, the bucket containing it. Ratios of the seed means.", ""]
+    rel_cols = [b for b in cols if b != ALL_LABEL]
+    out.append("| label | train max (s) | reference | " + " | ".join(rel_cols) + " |")
+    out.append("| --- | ---: | --- |" + " ---: |" * len(rel_cols))
+    for s in series:
+        ref = reference_bucket(s)
+        tmax = s.train_max_duration
+        cells = []
+        for b in rel_cols:
+            if ref is None or b not in s.value or not s.value[ref] > 0:
+                cells.append("–")
+            else:
+                cells.append(f"{_fmt(s.value[b] / s.value[ref], 2)}×")
+        out.append(f"| {s.label} | {_fmt(tmax, 2) if tmax is not None else '–'} | "
+                   f"{ref or 'n/a'} | " + " | ".join(cells) + " |")
+    out.append("")
+    return "\n".join(out)
+
+
+def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: str, test_set: str,
+                title: str | None = None) -> None:
+    """PNG: one line per label (seed mean), shaded CI band, faint per-seed markers, log-x."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg   # no global backend switch
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 4.8), dpi=150)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    colors = [f"C{i % 10}" for i in range(len(series))]
+    for s, color in zip(series, colors):
+        bs = [b for b in s.buckets if b != ALL_LABEL and not math.isnan(s.value[b])
+              and s.mean_duration[b] > 0]
+        if not bs:
+            continue
+        x = np.array([s.mean_duration[b] for b in bs])
+        y = np.array([s.value[b] for b in bs])
+        lo = np.array([s.ci_low[b] for b in bs])
+        hi = np.array([s.ci_high[b] for b in bs])
+        n_seeds = len(s.runs)
+        ax.plot(x, y, "-o", color=color, lw=1.8, ms=4,
+                label=f"{s.label} ({n_seeds} seed{'s' if n_seeds > 1 else ''})")
+        ok = ~(np.isnan(lo) | np.isnan(hi))
+        ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.18, lw=0)
+        if n_seeds > 1:
+            for k in range(n_seeds):
+                ys = np.array([s.per_seed[b][k] for b in bs])
+                ax.scatter(x, ys, color=color, alpha=0.35, s=10, marker="x", lw=0.8)
+    tmaxes = sorted({s.train_max_duration for s in series if s.train_max_duration is not None})
+    for t in tmaxes:
+        ax.axvline(t, color="0.3", ls="--", lw=1, label=f"longest training utterance ({t:g} s)")
+    ax.set_xscale("log")
+    # plain-second ticks at powers of two (the default bucket edges), not 10^x notation
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    ax.xaxis.set_major_locator(FixedLocator([2.0 ** k for k in range(-4, 14)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("utterance duration (s, bucket mean)")
+    ax.set_ylabel(f"{metric.upper()} (%)")
+    ax.set_title(title or f"{metric.upper()} vs input length — {test_set}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp)
+    os.replace(tmp, path)
+
+
+def make_report(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike, *,
+                test_set: str | None = None, metric: str = "wer", title: str | None = None
+                ) -> dict[str, Path]:
+    """Read runs, write ``<metric>_vs_length.{png,csv,md}`` into ``out_dir``; returns the paths."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    paths = list(paths)
+    runs, test_set = load_runs(paths, test_set)
+    series = aggregate(runs, metric)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{metric}_vs_length"
+    files = {"png": out_dir / f"{stem}.png", "csv": out_dir / f"{stem}.csv", "md": out_dir / f"{stem}.md"}
+    atomic_write_text(files["csv"], long_csv(runs))
+    atomic_write_text(files["md"], markdown_report(series, metric, test_set))
+    plot_series(series, files["png"], metric, test_set, title)
+    return files

@@ -1,0 +1,28 @@
+"""Turn expected user errors into one clear line instead of a stack trace."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+
+from asr_pe.data.audio import AudioError
+from asr_pe.data.manifest import ManifestError
+from asr_pe.data.tokenizer import TokenizerError
+from asr_pe.models.positional import UnknownPEError
+
+USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError)
+
+
+@contextlib.contextmanager
+def friendly_errors():
+    """Print ``error: <message>`` and exit 2 for bad input; ASR_PE_DEBUG=1 shows the traceback."""
+    try:
+        yield
+    except USER_ERRORS as e:
+        if os.environ.get("ASR_PE_DEBUG"):
+            raise
+        logging.getLogger("asr_pe").debug("user error", exc_info=True)
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,179 @@
+"""Run-level data wiring: manifests from the corpus config, tokenizer, CMVN, DataModule.
+
+The corpus config's ``_target_`` returns ``{"train": path(s), "dev": path(s), "test": path or
+{name: path}}``; everything else here is independent of the corpus.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from asr_pe.data.dataset import ASRDataset, collate, compute_cmvn, filter_for_ctc
+from asr_pe.data.features import FbankExtractor, GlobalCMVN, SpecAugment
+from asr_pe.data.manifest import Utterance, read_manifest
+from asr_pe.data.sampler import DurationBucketSampler
+from asr_pe.data.tokenizer import Tokenizer, build_tokenizer, load_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+def _as_list(x: Any) -> list[str]:
+    if x is None:
+        return []
+    if isinstance(x, (str, Path)):
+        return [str(x)]
+    return [str(p) for p in x]
+
+
+def normalise_manifests(m: Mapping[str, Any]) -> dict[str, Any]:
+    """-> {"train": [paths], "dev": [paths], "test": {name: path}}."""
+    test = m.get("test")
+    if test is None:
+        tests = {}
+    elif isinstance(test, (str, Path)):
+        tests = {Path(test).stem: str(test)}
+    elif isinstance(test, Mapping):
+        tests = {str(k): str(v) for k, v in test.items()}
+    else:
+        tests = {Path(p).stem: str(p) for p in test}
+    return {"train": _as_list(m.get("train")), "dev": _as_list(m.get("dev")), "test": tests}
+
+
+def resolve_manifests(data_cfg: DictConfig) -> dict[str, Any]:
+    """Build/locate the corpus (may take a while the first time) and return its manifests."""
+    return normalise_manifests(instantiate(data_cfg.corpus))
+
+
+def resolve_test_sets(data_cfg: DictConfig, manifests: Mapping[str, Any]) -> dict[str, str]:
+    """``data.test``: null (every test set of the corpus), a name, a path, or a list/mapping."""
+    sel = data_cfg.get("test")
+    if sel is None:
+        return dict(manifests["test"])
+    if isinstance(sel, (DictConfig, Mapping)):
+        return {str(k): str(v) for k, v in sel.items()}
+    items = [sel] if isinstance(sel, str) else list(sel)
+    out = {}
+    for item in items:
+        if item in manifests["test"]:
+            out[item] = manifests["test"][item]
+        elif Path(item).exists():
+            out[Path(item).stem] = str(item)
+        else:
+            raise FileNotFoundError(
+                f"data.test={item!r} is neither a test set of this corpus "
+                f"({sorted(manifests['test'])}) nor an existing manifest file"
+            )
+    return out
+
+
+def read_manifests(paths: list[str]) -> list[Utterance]:
+    utts: list[Utterance] = []
+    for p in paths:
+        utts.extend(read_manifest(p))
+    return utts
+
+
+@dataclass
+class RunData:
+    manifests: dict[str, Any]
+    train: list[Utterance]
+    dev: list[Utterance]
+    tokenizer: Tokenizer
+    features: FbankExtractor
+    cmvn: GlobalCMVN
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def feature_extractor(data_cfg: DictConfig) -> FbankExtractor:
+    return FbankExtractor(**OmegaConf.to_container(data_cfg.features, resolve=True))
+
+
+def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, encoder_frames_per_second: float,
+                     uses_ctc: bool) -> RunData:
+    """Manifests, tokenizer (trained once, stored in the run) and CMVN (likewise)."""
+    manifests = resolve_manifests(data_cfg)
+    if not manifests["train"]:
+        raise ValueError(f"data={data_cfg.name}: the corpus returned no training manifest")
+    train = read_manifests(manifests["train"])
+    dev = read_manifests(manifests["dev"])
+    report: dict[str, Any] = {"train_read": len(train), "dev_read": len(dev)}
+    max_dur = data_cfg.get("train_max_duration")
+    if max_dur is not None:
+        before = len(train)
+        train = [u for u in train if u.duration <= max_dur]
+        report["train_over_max_duration"] = before - len(train)
+        if before - len(train):
+            log.info("dropped %d training utterances longer than %.1f s", before - len(train), max_dur)
+    if not train:
+        raise ValueError(f"no training utterances left (train_max_duration={max_dur})")
+
+    tok_path = run_dir / "tokenizer.json"
+    if tok_path.exists():
+        tokenizer = load_tokenizer(tok_path)
+    else:
+        tok_opts = OmegaConf.to_container(data_cfg.tokenizer, resolve=True)
+        kind = tok_opts.pop("kind")
+        tokenizer = build_tokenizer(kind, [u.text for u in train], run_dir, **tok_opts)
+        tokenizer.save(tok_path)
+
+    features = feature_extractor(data_cfg)
+    cmvn_path = run_dir / "cmvn.json"
+    if cmvn_path.exists():
+        cmvn = GlobalCMVN.load(cmvn_path)
+    else:
+        cmvn = compute_cmvn(train, features, max_utterances=data_cfg.get("cmvn_max_utterances"))
+        cmvn.save(cmvn_path)
+
+    if uses_ctc:
+        train, rep = filter_for_ctc(train, tokenizer, encoder_frames_per_second)
+        report["train_ctc_infeasible"] = rep["dropped"]
+    report["train_used"] = len(train)
+    report["train_hours"] = sum(u.duration for u in train) / 3600
+    report["train_max_duration"] = max(u.duration for u in train)
+    return RunData(manifests, train, dev, tokenizer, features, cmvn, report)
+
+
+class ASRDataModule(L.LightningDataModule):
+    """Duration-bucketed train/dev loaders over prepared data (features cached in memory)."""
+
+    def __init__(self, data: RunData, data_cfg: DictConfig, seed: int):
+        super().__init__()
+        self.data, self.cfg, self.seed = data, data_cfg, seed
+        sa = data_cfg.get("spec_augment")
+        self.spec_augment = SpecAugment(**OmegaConf.to_container(sa, resolve=True)) if sa else None
+        self.train_set = self.dev_set = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        cache = bool(self.cfg.get("cache_features", True))
+        d = self.data
+        self.train_set = ASRDataset(d.train, d.tokenizer, d.features, d.cmvn, self.spec_augment, cache_features=cache)
+        self.dev_set = ASRDataset(d.dev, d.tokenizer, d.features, d.cmvn, None, cache_features=cache) if d.dev else None
+
+    def _loader(self, ds: ASRDataset, shuffle: bool) -> torch.utils.data.DataLoader:
+        world = self.trainer.world_size if self.trainer is not None else 1
+        rank = self.trainer.global_rank if self.trainer is not None else 0
+        sampler = DurationBucketSampler(
+            [u.duration for u in ds.utterances], self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
+            shuffle=shuffle, seed=self.seed, max_batch_size=self.cfg.get("max_batch_size"),
+            num_replicas=world, rank=rank,
+        )
+        return torch.utils.data.DataLoader(
+            ds, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
+            persistent_workers=self.cfg.num_workers > 0,
+        )
+
+    def train_dataloader(self):
+        return self._loader(self.train_set, shuffle=True)
+
+    def val_dataloader(self):
+        return [] if self.dev_set is None else self._loader(self.dev_set, shuffle=False)

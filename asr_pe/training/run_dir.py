@@ -1,0 +1,71 @@
+"""The run directory: where it is, whether it is finished, and what may change on resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+# Sections that define the model and its data; a resumed run must not change them.
+MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
+
+
+def resolve_run_dir(cfg: DictConfig) -> Path:
+    """Hydra's output folder when running under Hydra (sweeps too), else ``cfg.run_dir``."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            return Path(HydraConfig.get().runtime.output_dir)
+    except ImportError:  # pragma: no cover - hydra is a dependency
+        pass
+    return Path(cfg.run_dir)
+
+
+def last_checkpoint(run_dir: Path) -> Path | None:
+    p = Path(run_dir) / "checkpoints" / "last.ckpt"
+    return p if p.exists() else None
+
+
+def eval_done(run_dir: Path) -> bool:
+    """A run is finished when every evaluated test set has its three files."""
+    eval_dir = Path(run_dir) / "eval"
+    sets = [d for d in eval_dir.iterdir() if d.is_dir()] if eval_dir.is_dir() else []
+    need = ("per_utt.jsonl", "buckets.csv", "buckets.md")
+    return bool(sets) and all(all((d / f).exists() for f in need) for d in sets)
+
+
+def pe_label(pe: Mapping[str, Any]) -> str:
+    """Label of a `pe` config: its name, or ``input+attention`` for a merged combination."""
+    stages = [pe.get(s) for s in ("input", "attention") if pe.get(s)]
+    if len(stages) == 2:
+        return "+".join(str(s.get("label", s["name"])) for s in stages)
+    return str(pe.get("name", "none"))
+
+
+def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
+    saved_path = Path(run_dir) / "config.yaml"
+    if not saved_path.exists():
+        return
+    saved = OmegaConf.load(saved_path)
+    now = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    for key in MODEL_SECTIONS:
+        a, b = saved.get(key), now.get(key)
+        if (OmegaConf.to_container(a) if a is not None else None) != (OmegaConf.to_container(b) if b is not None else None):
+            raise ValueError(
+                f"cannot resume {run_dir}: config section {key!r} differs from the saved config.yaml "
+                f"(resume with the same model/data settings; only trainer/optim/eval may change)"
+            )
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,125 @@
+"""``train(cfg)``: build data, model and Lightning trainer from a composed config; fit; evaluate."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+
+from asr_pe.models.asr import build_asr_model
+
+from .data import ASRDataModule, prepare_run_data
+from .run_dir import (
+    check_resume_compatible,
+    eval_done,
+    last_checkpoint,
+    pe_label,
+    resolve_run_dir,
+    write_json_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+
+def model_kwargs(cfg: DictConfig, vocab_size: int) -> dict[str, Any]:
+    """The plain-dict arguments of `build_asr_model` for a run config (also used by evaluation)."""
+    c = OmegaConf.to_container(cfg, resolve=True)
+    ctc_weight = float(c["loss"].get("ctc_weight", 1.0))
+    return {
+        "vocab_size": vocab_size,
+        "in_features": int(c["data"]["features"]["num_mel_bins"]),
+        "frontend": c["frontend"],
+        "encoder": c["encoder"],
+        "pe": c["pe"],
+        "decoder": c.get("decoder") if ctc_weight < 1.0 else None,
+        "ctc_head": ctc_weight > 0.0,
+    }
+
+
+def _progress_bar():
+    # rich draws live bars on a terminal; in CI logs a plain bar with sparse refreshes reads better
+    return RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50)
+
+
+def train(cfg: DictConfig) -> Path:
+    """Train one model as configured; returns its run directory."""
+    run_dir = resolve_run_dir(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resume = cfg.get("resume", False)
+    ckpt = last_checkpoint(run_dir)
+    if resume == "auto" and eval_done(run_dir):
+        log.info("run %s is finished (evaluation files exist); skipping", run_dir)
+        print(f"[asr_pe] finished run, skipped: {run_dir}")
+        return run_dir
+    if ckpt is not None and not resume:
+        raise FileExistsError(
+            f"{run_dir} already holds a checkpoint ({ckpt.name}); pass resume=true to continue it "
+            f"or choose another run_dir"
+        )
+    if ckpt is not None:
+        check_resume_compatible(run_dir, cfg)
+    print(f"[asr_pe] run directory: {run_dir}")
+
+    L.seed_everything(int(cfg.seed), workers=True)
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+
+    # Frame rate of the encoder decides which training utterances CTC can align.
+    frame_shift_s = 0.01 * (cfg.frontend.get("factor") or cfg.frontend.get("stride"))
+    uses_ctc = float(cfg.loss.get("ctc_weight", 1.0)) > 0
+    data = prepare_run_data(cfg.data, run_dir, encoder_frames_per_second=1.0 / frame_shift_s, uses_ctc=uses_ctc)
+    log.info("data: %s", data.report)
+
+    model = build_asr_model(**model_kwargs(cfg, data.tokenizer.vocab_size))
+    from .module import ASRModule, count_parameters  # after data: keeps import-time errors readable
+
+    total_steps = int(cfg.trainer.max_steps) if int(cfg.trainer.get("max_steps", -1)) > 0 else None
+    module = ASRModule(model, data.tokenizer, cfg.loss, cfg.optim, total_steps=total_steps)
+    write_json_atomic(run_dir / "run_info.json", {
+        "pe": pe_label(cfg.pe),
+        "loss": cfg.loss.name,
+        "encoder": cfg.encoder.kind,
+        "seed": int(cfg.seed),
+        "data": cfg.data.name,
+        "train_max_duration": data.report["train_max_duration"],
+        "train_hours": data.report["train_hours"],
+        "parameters": count_parameters(model),
+        "label": f"{pe_label(cfg.pe)}/{cfg.loss.name}",
+        "data_report": data.report,
+    })
+    print(f"[asr_pe] model: {count_parameters(model) / 1e6:.2f} M parameters, pe={pe_label(cfg.pe)}, "
+          f"loss={cfg.loss.name}, train {data.report['train_used']} utts ({data.report['train_hours']:.2f} h)")
+
+    ckpt_dir = run_dir / "checkpoints"
+    callbacks = [
+        ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", save_last=True, save_top_k=0,
+                        every_n_train_steps=int(cfg.checkpoint.every_n_train_steps), auto_insert_metric_name=False),
+        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/cer" if uses_ctc else "val/loss",
+                        mode="min", save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False),
+        _progress_bar(),
+    ]
+    loggers = [CSVLogger(run_dir, name="", version="logs"), TensorBoardLogger(run_dir, name="", version="tb")]
+    trainer = L.Trainer(
+        **OmegaConf.to_container(cfg.trainer, resolve=True),
+        default_root_dir=run_dir,
+        callbacks=callbacks,
+        logger=loggers,
+        use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
+    )
+    datamodule = ASRDataModule(data, cfg.data, int(cfg.seed))
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
+    print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
+          f"{int(module.skipped_batches)}, dropped utterances: {int(module.dropped_utterances)}")
+
+    if cfg.get("eval_after_train", True) and trainer.is_global_zero:
+        from .evaluate import evaluate_run
+
+        evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
+                                             "data": {"test": cfg.data.get("test")}})
+    print(f"[asr_pe] run directory: {run_dir}")
+    return run_dir

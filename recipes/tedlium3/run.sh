@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# TED-LIUM 3 recipe of the WER-versus-length study (CAPE, Likhomanenko et al. 2021).
+#
+#   stage 0  download TEDLIUM_release-3.tgz from OpenSLR 51 (resume + sha256), or link --data_dir
+#   stage 1  extract it (idempotent: marker file)
+#   stage 2  manifests <work_dir>/manifests/<split>.jsonl + <split>_talks.jsonl (full talks)
+#   stage 3  long-form test sets <split>_long.jsonl (consecutive segments of one talk)
+#   stage 4  train one model per PE in $pes (skips runs whose evaluation is done)
+#   stage 5  evaluate every run on the short and long-form test sets (skips finished sets)
+#   stage 6  WER-vs-length figures, one per test set, across all runs
+#
+# Usage: recipes/librispeech/run.sh [--stage N] [--stop_stage M] [--name value ...]
+# Every variable below can be set with --name value (or --name=value); see README.md.
+set -euo pipefail
+
+stage=0
+stop_stage=6
+work_dir=exp/tedlium3              # archives/, TEDLIUM_release-3/, manifests/, runs/, plots/
+data_dir=""                        # folder with a pre-downloaded TEDLIUM_release-3.tgz
+corpus_dir=""                      # an extracted tree holding TEDLIUM_release-3/: stages 0-1 skipped
+mirror=openslr                     # openslr | us | eu | cn | lium | any base URL (http, https, file://)
+verify=true                        # false: skip checksum verification (fixture archives)
+subset=legacy                      # legacy | speaker-adaptation | full (train from data/, 452 h)
+test_splits="dev test"             # evaluated: <split>, <split>_talks (full talks), <split>_long
+longform_durations="[10,20,40,80,160]"   # seconds
+pes="none sinusoidal relative rope cape"
+experiment=cape_tedlium3           # conf/experiment/<name>.yaml
+extra=""                           # extra Hydra overrides for train.py, e.g. "trainer.max_steps=2"
+eval_extra=""                      # extra Hydra overrides for evaluate.py, e.g. "device=cuda"
+
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --*=*) name="${1%%=*}"; value="${1#*=}"; shift ;;
+    --*) [ $# -ge 2 ] || { echo "$0: option $1 needs a value" >&2; exit 1; }
+         name="$1"; value="$2"; shift 2 ;;
+    *) echo "$0: unexpected argument '$1' (options are --name value)" >&2; exit 1 ;;
+  esac
+  name="${name#--}"; name="${name//-/_}"
+  case "$name" in
+    stage|stop_stage|work_dir|data_dir|corpus_dir|mirror|verify|subset|test_splits|\
+    longform_durations|pes|experiment|extra|eval_extra) printf -v "$name" '%s' "$value" ;;
+    *) echo "$0: unknown option --$name" >&2; usage >&2; exit 1 ;;
+  esac
+done
+
+PYTHON="${PYTHON:-python}"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$work_dir"
+work_dir="$(cd "$work_dir" && pwd)"
+archive_dir="$work_dir/archives"
+manifest_dir="$work_dir/manifests"
+runs_dir="$work_dir/runs"
+if [ -n "$corpus_dir" ]; then corpus_dir="$(cd "$corpus_dir" && pwd)"; else corpus_dir="$archive_dir"; fi
+
+log() { echo "$(date '+%F %T') [tedlium3] $*"; }
+run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+# Comma-joined, single-quoted Hydra list: ['a','b'] (paths may hold characters Hydra would parse).
+hydra_list() { local out="" x; for x in "$@"; do out="$out${out:+,}'$x'"; done; echo "[$out]"; }
+test_sets() {  # names of the segment, full-talk and long-form test manifests that exist
+  local p
+  for p in $test_splits; do
+    [ -f "$manifest_dir/$p.jsonl" ] && echo "$p"
+    [ -f "$manifest_dir/${p}_long.jsonl" ] && echo "${p}_long"
+    [ -f "$manifest_dir/${p}_talks.jsonl" ] && echo "${p}_talks"
+  done
+  return 0
+}
+
+if run_stage 0; then
+  if [ "$corpus_dir" != "$archive_dir" ]; then
+    log "stage 0: skipped (--corpus_dir $corpus_dir given)"
+  else
+    log "stage 0: download TEDLIUM_release-3.tgz -> $archive_dir"
+    done_marker="$archive_dir/.TEDLIUM_release-3.downloaded"
+    if [ -f "$done_marker" ]; then
+      log "  already downloaded"
+    else
+      args=(download --root "$archive_dir" --mirror "$mirror")
+      [ -n "$data_dir" ] && args+=(--data_dir "$data_dir")
+      [ "$verify" = true ] || args+=(--no_verify)
+      "$PYTHON" -m asr_pe.data.tedlium "${args[@]}"
+      touch "$done_marker"
+    fi
+  fi
+fi
+
+if run_stage 1; then
+  if [ "$corpus_dir" != "$archive_dir" ]; then
+    log "stage 1: skipped (--corpus_dir $corpus_dir given)"
+  else
+    log "stage 1: extract into $archive_dir"
+    "$PYTHON" -m asr_pe.data.tedlium extract --root "$archive_dir"
+  fi
+fi
+
+if run_stage 2; then
+  log "stage 2: manifests -> $manifest_dir"
+  "$PYTHON" -m asr_pe.data.tedlium prepare --corpus_dir "$corpus_dir" --out_dir "$manifest_dir" \
+    --subset "$subset"
+fi
+
+if run_stage 3; then
+  log "stage 3: long-form test sets $longform_durations s"
+  for part in $test_splits; do
+    out="$manifest_dir/${part}_long.jsonl"
+    if [ -f "$out" ]; then log "  $out exists"; continue; fi
+    "$PYTHON" "$repo/scripts/make_longform.py" in="$manifest_dir/$part.jsonl" out="$out" \
+      durations="$longform_durations"
+  done
+fi
+
+if run_stage 4; then
+  log "stage 4: train pes=[$pes] experiment=$experiment"
+  for pe in $pes; do
+    run="$runs_dir/$pe"
+    if compgen -G "$run/eval/*/buckets.csv" > /dev/null; then log "  $pe: done ($run/eval exists)"; continue; fi
+    # shellcheck disable=SC2086  # $extra holds several overrides on purpose
+    "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
+      data.corpus.manifest_dir="$manifest_dir" $extra
+  done
+fi
+
+if run_stage 5; then
+  mapfile -t sets < <(test_sets)
+  [ "${#sets[@]}" -gt 0 ] || { echo "$0: stage 5: no test manifests in $manifest_dir (run stages 2-3)" >&2; exit 1; }
+  log "stage 5: evaluate on ${sets[*]}"
+  for pe in $pes; do
+    run="$runs_dir/$pe"
+    [ -d "$run" ] || { echo "$0: stage 5: $run missing (run stage 4)" >&2; exit 1; }
+    todo=()
+    for s in "${sets[@]}"; do [ -f "$run/eval/$s/buckets.csv" ] || todo+=("$manifest_dir/$s.jsonl"); done
+    if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated"; continue; fi
+    # shellcheck disable=SC2086
+    "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
+  done
+fi
+
+if run_stage 6; then
+  mapfile -t sets < <(test_sets)
+  runs=()
+  for pe in $pes; do runs+=("$runs_dir/$pe"); done
+  for s in "${sets[@]}"; do
+    log "stage 6: plot $s -> $work_dir/plots/$s"
+    "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
+  done
+fi
+log "stages $stage..$stop_stage done"

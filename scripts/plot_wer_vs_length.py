@@ -1,0 +1,47 @@
+#!/usr/bin/env python
+"""WER (or CER) versus input length across runs: PNG + long CSV + markdown tables.
+
+    python scripts/plot_wer_vs_length.py runs/rope_s0 runs/sweep_2024/ --out figures/ \\
+        [--test-set test_long] [--metric wer|cer] [--title TEXT]
+
+Each argument is a run dir (holds run_info.json and eval/<test set>/buckets.csv) or a sweep
+dir searched recursively. Seeds of one label are averaged; see asr_pe/plots/wer_vs_length.py.
+Writes <out>/<metric>_vs_length.{png,csv,md}; the CSV holds WER and CER either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from asr_pe.plots.wer_vs_length import METRICS, RunDirError, make_report  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", help="run directories or sweep directories")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--test-set", default=None,
+                        help="eval/<name> to plot (needed when the runs hold several)")
+    parser.add_argument("--metric", choices=METRICS, default="wer")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        files = make_report(args.paths, args.out, test_set=args.test_set, metric=args.metric,
+                            title=args.title)
+    except (RunDirError, FileNotFoundError, ValueError) as e:
+        print(f"plot_wer_vs_length: {e}", file=sys.stderr)
+        return 1
+    print(Path(files["md"]).read_text())
+    for kind, path in files.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

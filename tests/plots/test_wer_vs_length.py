@@ -1,0 +1,127 @@
+"""WER-vs-length report from fake run dirs: three files, seed means, reference bucket."""
+
+import csv
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from asr_pe.evaluation.buckets import write_bucket_files
+from asr_pe.plots.wer_vs_length import RunDirError, aggregate, load_runs, make_report
+
+BUCKETS = [("0-2", 0, 2, 1.2), ("2-4", 2, 4, 3.0), ("4-8", 4, 8, 6.1), ("8-16", 8, 16, 11.8)]
+
+
+def fake_run(root, name, *, pe, seed, wers, tmax=4.9, test_set="test_long"):
+    """A run dir with run_info.json and eval/<test_set>/buckets.csv holding the given WERs."""
+    run = root / name
+    rows = []
+    for (label, lo, hi, dur), wer in zip(BUCKETS, wers):
+        rows.append({"bucket": label, "lo": float(lo), "hi": float(hi), "utterances": 10,
+                     "mean_duration": dur, "ref_words": 100, "errors": int(wer), "sub": int(wer),
+                     "del": 0, "ins": 0, "wer": float(wer), "wer_ci_low": wer - 2.0,
+                     "wer_ci_high": wer + 3.0, "ref_chars": 500, "char_errors": int(wer * 2),
+                     "cer": wer / 2, "cer_ci_low": wer / 2 - 1, "cer_ci_high": wer / 2 + 1})
+    rows.append(dict(rows[0], bucket="all", lo=0.0, hi=math.inf, wer=sum(wers) / len(wers)))
+    write_bucket_files(rows, run / "eval" / test_set)
+    run.mkdir(parents=True, exist_ok=True)
+    info = {"pe": pe, "loss": "ctc", "encoder": "transformer", "seed": seed,
+            "train_max_duration": tmax, "label": f"{pe}/ctc"}
+    (run / "run_info.json").write_text(json.dumps(info))
+    return run
+
+
+@pytest.fixture()
+def sweep(tmp_path):
+    root = tmp_path / "sweep"
+    fake_run(root / "a", "rope_s0", pe="rope", seed=0, wers=[10, 12, 20, 40])
+    fake_run(root / "a", "rope_s1", pe="rope", seed=1, wers=[12, 14, 24, 50])
+    fake_run(root / "b", "none_s0", pe="none", seed=0, wers=[20, 20, 30, 80])
+    return root
+
+
+def test_report_files_from_sweep_dir(tmp_path, sweep):
+    files = make_report([sweep], tmp_path / "fig")
+    assert {k: p.name for k, p in files.items()} == {
+        "png": "wer_vs_length.png", "csv": "wer_vs_length.csv", "md": "wer_vs_length.md"}
+    assert files["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files["png"].stat().st_size > 5000
+
+    with open(files["csv"], newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 * 5                                   # 3 runs x (4 buckets + all)
+    rope_44 = [r for r in rows if r["label"] == "rope/ctc" and r["bucket"] == "4-8"]
+    assert sorted((r["seed"], float(r["wer"])) for r in rope_44) == [("0", 20.0), ("1", 24.0)]
+    assert {r["test_set"] for r in rows} == {"test_long"} and rows[0]["pe"] in ("rope", "none")
+
+    md = files["md"].read_text()
+    assert "rope/ctc" in md and "none/ctc" in md
+    rope_line = next(line for line in md.splitlines() if line.startswith("| rope/ctc | 0, 1 |"))
+    # 4-8 bucket: mean of 20 and 24, CI = mean of (18, 22) and (23, 27), seeds listed
+    assert "22.0 [20.0, 25.0] (20.0, 24.0)" in rope_line
+    none_line = next(line for line in md.splitlines() if line.startswith("| none/ctc | 0 |"))
+    assert "30.0 [28.0, 33.0]" in none_line and "(" not in none_line
+
+
+def test_relative_degradation_uses_last_bucket_inside_training_range(tmp_path, sweep):
+    md = make_report([sweep], tmp_path / "fig")["md"].read_text()
+    rel = md.split("Relative degradation")[1]
+    # train_max_duration 4.9: buckets 0-2 and 2-4 lie inside, so 2-4 is the reference
+    none_line = next(line for line in rel.splitlines() if line.startswith("| none/ctc"))
+    assert "| 2-4 |" in none_line
+    assert none_line.rstrip(" |").endswith("4.00×")            # 80 / 20
+    rope_line = next(line for line in rel.splitlines() if line.startswith("| rope/ctc"))
+    assert "1.69×" in rope_line                                # 22 / 13 for 4-8
+    assert "3.46×" in rope_line                                # 45 / 13 for 8-16
+
+
+def test_reference_falls_back_to_containing_bucket(tmp_path):
+    fake_run(tmp_path, "r", pe="rope", seed=0, wers=[10, 20, 40, 80], tmax=1.5)
+    md = make_report([tmp_path], tmp_path / "fig")["md"].read_text()
+    line = next(x for x in md.split("Relative degradation")[1].splitlines() if x.startswith("| rope"))
+    assert "| 0-2 |" in line and "8.00×" in line
+
+
+def test_seed_means_and_run_listed_once(sweep):
+    runs, test_set = load_runs([sweep, sweep / "a" / "rope_s0"])
+    assert test_set == "test_long" and len(runs) == 3
+    series = {s.label: s for s in aggregate(runs, "wer")}
+    rope = series["rope/ctc"]
+    assert rope.seeds == [0, 1]
+    assert rope.value["8-16"] == pytest.approx(45.0)
+    assert rope.ci_low["8-16"] == pytest.approx(43.0) and rope.ci_high["8-16"] == pytest.approx(48.0)
+    assert rope.per_seed["8-16"] == [40.0, 50.0]
+    assert rope.buckets[-1] == "all"
+    cer = {s.label: s for s in aggregate(runs, "cer")}
+    assert cer["none/ctc"].value["2-4"] == pytest.approx(10.0)
+
+
+def test_cer_metric_and_test_set_choice(tmp_path, sweep):
+    fake_run(sweep / "b", "none_s0", pe="none", seed=0, wers=[1, 2, 3, 4], test_set="test_short")
+    with pytest.raises(RunDirError, match="several test sets"):
+        make_report([sweep], tmp_path / "fig")
+    files = make_report([sweep], tmp_path / "fig", test_set="test_short", metric="cer")
+    assert files["md"].name == "cer_vs_length.md" and files["png"].exists()
+    md = files["md"].read_text()
+    # only the run evaluated on test_short is included
+    assert "none/ctc" in md and "rope/ctc" not in md and "CER" in md
+
+
+def test_script_cli(tmp_path, sweep, capsys):
+    script = Path(__file__).resolve().parents[2] / "scripts" / "plot_wer_vs_length.py"
+    spec = importlib.util.spec_from_file_location("plot_wer_vs_length", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "fig"
+    assert mod.main([str(sweep / "a"), str(sweep / "b"), "--out", str(out), "--test-set", "test_long"]) == 0
+    assert {p.name for p in out.iterdir()} == {"wer_vs_length.png", "wer_vs_length.csv", "wer_vs_length.md"}
+    assert "rope/ctc" in capsys.readouterr().out
+    assert mod.main([str(tmp_path / "empty_dir_missing"), "--out", str(out)]) == 1
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "run_info.json").write_text("{oops")
+    (bad / "eval" / "t").mkdir(parents=True)
+    (bad / "eval" / "t" / "buckets.csv").write_text("bucket,lo,hi,mean_duration,wer\n")
+    assert mod.main([str(bad), "--out", str(out)]) == 1
+    assert "run_info.json:1: invalid JSON" in capsys.readouterr().err
