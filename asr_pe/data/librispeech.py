@@ -335,7 +335,11 @@ def resolve_manifests(
     else:
         result["test"] = {Path(n).name.removesuffix(".jsonl"): resolve(n) for n in _as_list(test)}
     if missing:
-        raise FileNotFoundError(f"manifest(s) not found: {', '.join(missing)}: {hint}")
+        if all(Path(m).parent == manifest_dir for m in missing):
+            listed = f"in {manifest_dir}: " + ", ".join(Path(m).name for m in missing)
+        else:
+            listed = ", ".join(missing)
+        raise FileNotFoundError(f"manifest(s) not found {listed}; {hint}")
     return result
 
 

@@ -18,8 +18,9 @@ joint CTC/attention beam search, per utterance.
   attention n-best list with CTC afterwards). Needs a model with a CTC head (loss=hybrid).
 
 Optional keys: ``min_len``, ``length_bonus``, ``pre_beam_ratio``, ``end_detect`` (see
-``beam_search``). The decoder's key/value cache (``TransformerDecoder.forward_step``) makes a
-step cost O(t + T) for a prefix of t tokens and T encoder frames.
+``beam_search``). The CTC blank is never proposed as an output label. The decoder's
+key/value cache (``TransformerDecoder.forward_step``) makes a step cost O(t + T) for a prefix
+of t tokens and T encoder frames.
 """
 
 from __future__ import annotations
@@ -89,8 +90,15 @@ def decode_utterance(model: Any, enc: torch.Tensor, tokenizer: Any, decode: Mapp
     decoder = model.decoder
     memory = decoder.precompute_memory(enc)
 
+    blank = tokenizer.blank_id
+
     def step_fn(tokens: torch.Tensor, cache: Any):
-        return decoder.forward_step(tokens, memory, cache)
+        log_probs, cache = decoder.forward_step(tokens, memory, cache)  # (N, V)
+        # Blank is no output label (targets never hold it), but an undertrained decoder can put mass
+        # on it. It is removed from the candidates, not renormalised away: a hypothesis's score stays
+        # its teacher-forced log-likelihood.
+        log_probs[:, blank] = float("-inf")
+        return log_probs, cache
 
     scorer = None
     if opts["method"] == "joint":

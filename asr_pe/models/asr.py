@@ -35,6 +35,11 @@ class ASRModel(nn.Module):
         return torch.log_softmax(self.ctc_head(enc).float(), dim=-1)  # (B, T', V)
 
 
+def frontend_from_config(frontend: Mapping[str, Any], in_features: int, d_model: int) -> nn.Module:
+    opts = {k: v for k, v in frontend.items() if k not in ("_target_", "kind")}
+    return build_frontend(frontend["kind"], in_features, d_model, **opts)
+
+
 def build_asr_model(
     *,
     vocab_size: int,
@@ -47,8 +52,7 @@ def build_asr_model(
 ) -> ASRModel:
     """Build from plain mappings (the resolved config of a run), so evaluation can rebuild it."""
     enc_opts = {k: v for k, v in encoder.items() if k not in ("_target_", "name")}
-    fe_opts = {k: v for k, v in frontend.items() if k not in ("_target_", "kind")}
-    fe = build_frontend(frontend["kind"], in_features, enc_opts["d_model"], **fe_opts)
+    fe = frontend_from_config(frontend, in_features, enc_opts["d_model"])
     pe_spec = {k: v for k, v in pe.items() if k != "name"} if isinstance(pe, Mapping) else pe
     enc = build_encoder(pe=pe_spec, frame_shift_s=fe.frame_shift_s, **enc_opts)
     dec = None

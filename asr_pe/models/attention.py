@@ -54,14 +54,17 @@ def attention_reference(
     v: torch.Tensor,
     mask: torch.Tensor | None,
     dropout_p: float = 0.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Explicit attention. q (B, H, Tq, d), k/v (B, H, Tk, d), mask additive -> out, weights."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Explicit attention. q (B, H, Tq, d), k/v (B, H, Tk, d), mask additive.
+
+    Returns (out, weights, dropped weights): ``weights`` for diagnostics, the dropped ones are
+    what the output (and any value-side PE term) is computed from."""
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
     if mask is not None:
         scores = scores + mask
     weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    return torch.matmul(dropped, v), weights
+    return torch.matmul(dropped, v), weights, dropped
 
 
 class MultiHeadAttention(nn.Module):
@@ -91,7 +94,7 @@ class MultiHeadAttention(nn.Module):
         self.block_size = block_size
         self.use_reference = False  # tests flip this to force the explicit path
 
-    def _split(self, t: torch.Tensor) -> torch.Tensor:
+    def split_heads(self, t: torch.Tensor) -> torch.Tensor:
         B, T, _ = t.shape
         return t.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, d)
 
@@ -113,7 +116,7 @@ class MultiHeadAttention(nn.Module):
             w, b = self.in_proj.weight, self.in_proj.bias
             q = F.linear(x, w[:D_], b[:D_])
             k, v = F.linear(kv, w[D_:], b[D_:]).split(D_, dim=-1)
-        q, k, v = self._split(q), self._split(k), self._split(v)  # (B, H, T, d)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, H, T, d)
         Tk = k.size(2)
         q_pos = torch.arange(Tq, device=x.device)
         k_pos = torch.arange(Tk, device=x.device)
@@ -125,7 +128,7 @@ class MultiHeadAttention(nn.Module):
         outs, weights = [], []
         for s in range(0, Tq, block):
             e = min(Tq, s + block)
-            o, w_ = self._attend(
+            o, w_ = self.attend_block(
                 q[:, :, s:e], q_raw[:, :, s:e], k, v, q_pos[s:e], k_pos, key_padding_mask, pe, causal, need_weights
             )
             outs.append(o)
@@ -134,7 +137,7 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, Tq, D)  # (B, Tq, D)
         return self.out_proj(out), (weights[0] if need_weights else None)
 
-    def _attend(self, q, q_raw, k, v, q_pos, k_pos, key_padding_mask, pe, causal, need_weights):
+    def attend_block(self, q, q_raw, k, v, q_pos, k_pos, key_padding_mask, pe, causal, need_weights):
         """Attention for one block of query rows. Returns out (B, H, Tb, d), weights or None."""
         dropout_p = self.dropout if self.training else 0.0
         bias = pe.logits_bias(q_raw, q_pos, k_pos) if pe is not None else None
@@ -147,9 +150,9 @@ class MultiHeadAttention(nn.Module):
         causal_offset = 0 if causal else None
         if explicit:
             mask = _combine_mask(bias, key_padding_mask, causal_offset, q_pos, k_pos, q.dtype)
-            out, weights = attention_reference(q, k, v, mask, dropout_p)
+            out, weights, dropped = attention_reference(q, k, v, mask, dropout_p)
             if pe is not None:
-                extra = pe.value_term(weights, q_pos, k_pos)
+                extra = pe.value_term(dropped, q_pos, k_pos)
                 if extra is not None:
                     out = out + extra
         else:

@@ -79,7 +79,7 @@ class DecoderLayer(nn.Module):
         attn = self.cross_attn
         D = attn.d_model
         k, v = F.linear(enc, attn.in_proj.weight[D:], attn.in_proj.bias[D:]).split(D, dim=-1)  # (B, T, D) each
-        return attn._split(k), attn._split(v)
+        return attn.split_heads(k), attn.split_heads(v)
 
     def step(self, x_last: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None, pos: int,
              mem_k: torch.Tensor, mem_v: torch.Tensor, mem_mask: torch.Tensor | None,
@@ -92,7 +92,7 @@ class DecoderLayer(nn.Module):
         """
         sa = self.self_attn
         N, _, D = x_last.shape
-        q, k, v = (sa._split(t) for t in sa.in_proj(self.norm_self(x_last)).split(D, dim=-1))  # (N, H, 1, d)
+        q, k, v = (sa.split_heads(t) for t in sa.in_proj(self.norm_self(x_last)).split(D, dim=-1))  # (N, H, 1, d)
         if cache is not None:
             k = torch.cat([cache[0], k], dim=2)  # (N, H, pos + 1, d)
             v = torch.cat([cache[1], v], dim=2)
@@ -101,18 +101,18 @@ class DecoderLayer(nn.Module):
         k_pos = torch.arange(pos + 1, device=x_last.device)
         q_t, k_t = (q, k) if pe is None else pe.transform_qk(q, k, q_pos, k_pos)
         # The query block of MultiHeadAttention.forward, for the last row only.
-        out, _ = sa._attend(q_t, q, k_t, v, q_pos, k_pos, None, pe, True, False)  # (N, H, 1, d)
+        out, _ = sa.attend_block(q_t, q, k_t, v, q_pos, k_pos, None, pe, True, False)  # (N, H, 1, d)
         x = x_last + self.drop(sa.out_proj(out.transpose(1, 2).reshape(N, 1, D)))
 
         ca = self.cross_attn
-        qc = ca._split(F.linear(self.norm_cross(x), ca.in_proj.weight[:D], ca.in_proj.bias[:D]))  # (N, H, 1, d)
+        qc = ca.split_heads(F.linear(self.norm_cross(x), ca.in_proj.weight[:D], ca.in_proj.bias[:D]))  # (N, H, 1, d)
         if mem_k.size(0) != N:  # one utterance's memory shared by N hypotheses
             assert mem_k.size(0) == 1, f"memory holds {mem_k.size(0)} utterances for {N} hypotheses"
             mem_k, mem_v = mem_k.expand(N, -1, -1, -1), mem_v.expand(N, -1, -1, -1)  # (N, H, T, d)
             if mem_mask is not None:
                 mem_mask = mem_mask.expand(N, -1)
         T = mem_k.size(2)
-        out, _ = ca._attend(qc, qc, mem_k, mem_v, torch.zeros(1, dtype=torch.long, device=x.device),
+        out, _ = ca.attend_block(qc, qc, mem_k, mem_v, torch.zeros(1, dtype=torch.long, device=x.device),
                             torch.arange(T, device=x.device), mem_mask, None, False, False)  # (N, H, 1, d)
         x = x + self.drop(ca.out_proj(out.transpose(1, 2).reshape(N, 1, D)))
         x = x + self.drop(self.ffn(self.norm_ffn(x)))

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import lightning as L
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -49,7 +50,14 @@ def normalise_manifests(m: Mapping[str, Any]) -> dict[str, Any]:
 
 def resolve_manifests(data_cfg: DictConfig) -> dict[str, Any]:
     """Build/locate the corpus (may take a while the first time) and return its manifests."""
-    return normalise_manifests(instantiate(data_cfg.corpus))
+    try:
+        corpus = instantiate(data_cfg.corpus)
+    except InstantiationException as e:
+        # Hydra wraps the corpus' own clear error (e.g. "run the recipe's prepare stage first")
+        if e.__cause__ is not None:
+            raise e.__cause__ from None
+        raise
+    return normalise_manifests(corpus)
 
 
 def resolve_test_sets(data_cfg: DictConfig, manifests: Mapping[str, Any]) -> dict[str, str]:
@@ -96,8 +104,10 @@ def feature_extractor(data_cfg: DictConfig) -> FbankExtractor:
     return FbankExtractor(**OmegaConf.to_container(data_cfg.features, resolve=True))
 
 
-def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, encoder_frames_per_second: float,
+def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.Module | None,
                      uses_ctc: bool) -> RunData:
+    """``frontend`` (with ``output_lengths`` and ``frame_shift_s``) tells how many encoder frames
+    an utterance gets, which decides whether CTC can align its transcript."""
     """Manifests, tokenizer (trained once, stored in the run) and CMVN (likewise)."""
     manifests = resolve_manifests(data_cfg)
     if not manifests["train"]:
@@ -133,7 +143,13 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, encoder_frames_per_
         cmvn.save(cmvn_path)
 
     if uses_ctc:
-        train, rep = filter_for_ctc(train, tokenizer, encoder_frames_per_second)
+        assert frontend is not None, "CTC training needs the front end to count encoder frames"
+
+        def encoder_frames(duration: float) -> int:
+            n = features.num_frames(int(round(duration * features.sample_rate)))
+            return int(frontend.output_lengths(torch.tensor([n]))[0])
+
+        train, rep = filter_for_ctc(train, tokenizer, 1.0 / frontend.frame_shift_s, encoder_frames=encoder_frames)
         report["train_ctc_infeasible"] = rep["dropped"]
     report["train_used"] = len(train)
     report["train_hours"] = sum(u.duration for u in train) / 3600

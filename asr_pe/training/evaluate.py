@@ -64,13 +64,16 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "cpu")
 
 
 @torch.no_grad()
-def decode_batch(model: ASRModel, batch: dict, tokenizer, decode: Mapping[str, Any], device: str) -> list[str]:
+def decode_batch(model: ASRModel, batch: dict, tokenizer, decode: Mapping[str, Any], device: str,
+                 encode=None) -> list[str]:
+    """``encode(features, lengths) -> (enc, enc_lengths)`` replaces ``model.encode`` (e.g. the
+    full-context or chunked long-form encoders of ``asr_pe.inference``)."""
     method = decode.get("method", "greedy")
     if model.ctc_head is None and method in ("greedy", "beam"):
         raise ValueError("this model has no CTC head; use decode.method=attention")
     feats = batch["features"].to(device)
     lengths = batch["feature_lengths"].to(device)
-    enc, enc_lengths = model.encode(feats, lengths)
+    enc, enc_lengths = (encode or model.encode)(feats, lengths)
     if method == "greedy":
         hyps = ctc_greedy(model.ctc_log_probs(enc), enc_lengths, blank=tokenizer.blank_id)
     elif method == "beam":
@@ -98,8 +101,15 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
         decode["method"] = "attention"
         log.info("model has no CTC head: decoding with the attention decoder")
-    if eval_cfg.get("block_size"):
+    if eval_cfg.get("block_size") and str(eval_cfg["block_size"]) != "auto":
         model.encoder.set_block_size(int(eval_cfg["block_size"]))
+    # eval.mode: full (one pass per utterance; front end in exact time chunks for long inputs)
+    # or chunked (chunk_s pieces with overlap_s context each side); see asr_pe/inference.
+    from asr_pe.inference.transcribe import make_encode_fn
+
+    mode = str(eval_cfg.get("mode", "full"))
+    encode = make_encode_fn(model, mode, block_size=eval_cfg.get("block_size"),
+                            chunk_s=float(eval_cfg.get("chunk_s", 20.0)), overlap_s=float(eval_cfg.get("overlap_s", 4.0)))
     data_cfg = cfg.data.copy()
     if over.get("data") is not None and over.data.get("test") is not None:
         data_cfg.test = over.data.test
@@ -114,7 +124,7 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
         loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
         records, t0 = [], time.time()
         for batch in loader:
-            hyps = decode_batch(model, batch, tokenizer, decode, device)
+            hyps = decode_batch(model, batch, tokenizer, decode, device, encode=encode)
             for uid, dur, ref, hyp in zip(batch["ids"], batch["durations"].tolist(), batch["texts"], hyps):
                 records.append(score_record(uid, dur, ref, hyp))
         by_id = {u.id: i for i, u in enumerate(utts)}
@@ -123,7 +133,9 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
         out = run_dir / "eval" / name
         out.mkdir(parents=True, exist_ok=True)
         meta = {"run": str(run_dir), "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "test_set": name,
-                "manifest": str(path), "checkpoint": ckpt.name, "decode": decode,
+                "manifest": str(path), "checkpoint": ckpt.name, "decode": decode, "mode": mode,
+                **({"chunk_s": eval_cfg.get("chunk_s", 20.0), "overlap_s": eval_cfg.get("overlap_s", 4.0)}
+                   if mode == "chunked" else {}),
                 "seconds": round(time.time() - t0, 1)}
         write_per_utt(records, out / "per_utt.jsonl")
         write_bucket_files(rows, out, meta=meta)

@@ -89,11 +89,16 @@ class ASRModule(L.LightningModule):
             self.log("val/loss", loss, prog_bar=True, batch_size=bs, sync_dist=True)
         if "acc" in parts:
             self.log("val/acc", parts["acc"], batch_size=bs, sync_dist=True)
+        enc, enc_lengths = self.model.encode(batch["features"], batch["feature_lengths"])
         if self.ctc_weight > 0:
-            enc, enc_lengths = self.model.encode(batch["features"], batch["feature_lengths"])
             hyps = ctc_greedy(self.model.ctc_log_probs(enc), enc_lengths, blank=self.tokenizer.blank_id)
-            for ref, hyp in zip(batch["texts"], hyps):
-                self._val.append(score_utterance(ref, self.tokenizer.decode(hyp)))
+        else:  # seq2seq: greedy attention decoding (beam 1)
+            from asr_pe.decoding.attention import attention_decode
+
+            hyps = attention_decode(self.model, enc, enc_lengths, self.tokenizer,
+                                    {"method": "attention", "beam": 1, "length_penalty": 1.0, "max_len_ratio": 1.0})
+        for ref, hyp in zip(batch["texts"], hyps):
+            self._val.append(score_utterance(ref, self.tokenizer.decode(hyp)))
 
     def on_validation_epoch_end(self) -> None:
         if not self._val:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import tempfile
@@ -69,3 +71,38 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         json.dump(obj, f, indent=2, sort_keys=True)
         f.write("\n")
     os.replace(tmp, path)
+
+
+def set_aside_metrics(run_dir: Path) -> None:
+    """Before a resumed fit: keep the earlier ``logs/metrics.csv`` (Lightning's CSV logger would
+    overwrite it) as ``logs/metrics.part<k>.csv``; `merge_metrics` joins the parts afterwards."""
+    logs = Path(run_dir) / "logs"
+    current = logs / "metrics.csv"
+    if current.exists():
+        k = len(list(logs.glob("metrics.part*.csv")))
+        os.replace(current, logs / f"metrics.part{k}.csv")
+
+
+def merge_metrics(run_dir: Path) -> None:
+    """Write ``logs/metrics.csv`` as all parts in order (union of columns), atomically."""
+    logs = Path(run_dir) / "logs"
+    parts = sorted(logs.glob("metrics.part*.csv"), key=lambda p: int(p.stem.split("part")[1]))
+    if not parts:
+        return
+    files = parts + ([logs / "metrics.csv"] if (logs / "metrics.csv").exists() else [])
+    rows, columns = [], []
+    for f in files:
+        with open(f, newline="") as fh:
+            reader = csv.DictReader(fh)
+            columns += [c for c in reader.fieldnames or [] if c not in columns]
+            rows += list(reader)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    fd, tmp = tempfile.mkstemp(dir=logs, suffix=".tmp")
+    with os.fdopen(fd, "w", newline="") as fh:
+        fh.write(buf.getvalue())
+    os.replace(tmp, logs / "metrics.csv")
+    for p in parts:
+        p.unlink()

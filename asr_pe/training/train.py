@@ -12,15 +12,17 @@ from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMPr
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from asr_pe.models.asr import build_asr_model
+from asr_pe.models.asr import build_asr_model, frontend_from_config
 
 from .data import ASRDataModule, prepare_run_data
 from .run_dir import (
     check_resume_compatible,
     eval_done,
     last_checkpoint,
+    merge_metrics,
     pe_label,
     resolve_run_dir,
+    set_aside_metrics,
     write_json_atomic,
 )
 
@@ -69,10 +71,10 @@ def train(cfg: DictConfig) -> Path:
     L.seed_everything(int(cfg.seed), workers=True)
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
 
-    # Frame rate of the encoder decides which training utterances CTC can align.
-    frame_shift_s = 0.01 * (cfg.frontend.get("factor") or cfg.frontend.get("stride"))
     uses_ctc = float(cfg.loss.get("ctc_weight", 1.0)) > 0
-    data = prepare_run_data(cfg.data, run_dir, encoder_frames_per_second=1.0 / frame_shift_s, uses_ctc=uses_ctc)
+    kwargs = model_kwargs(cfg, vocab_size=1)
+    frontend = frontend_from_config(kwargs["frontend"], kwargs["in_features"], kwargs["encoder"]["d_model"])
+    data = prepare_run_data(cfg.data, run_dir, frontend=frontend, uses_ctc=uses_ctc)
     log.info("data: %s", data.report)
 
     model = build_asr_model(**model_kwargs(cfg, data.tokenizer.vocab_size))
@@ -99,7 +101,7 @@ def train(cfg: DictConfig) -> Path:
     callbacks = [
         ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", save_last=True, save_top_k=0,
                         every_n_train_steps=int(cfg.checkpoint.every_n_train_steps), auto_insert_metric_name=False),
-        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/cer" if uses_ctc else "val/loss",
+        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/cer",
                         mode="min", save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False),
         _progress_bar(),
     ]
@@ -112,7 +114,11 @@ def train(cfg: DictConfig) -> Path:
         use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
     )
     datamodule = ASRDataModule(data, cfg.data, int(cfg.seed))
+    if ckpt is not None and trainer.is_global_zero:
+        set_aside_metrics(run_dir)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
+    if trainer.is_global_zero:
+        merge_metrics(run_dir)
     print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
           f"{int(module.skipped_batches)}, dropped utterances: {int(module.dropped_utterances)}")
 

@@ -39,7 +39,8 @@ def _records(corpus_dir: Path, split: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def tiny_corpus(tmp_path_factory) -> Path:
-    return C.build_synth_corpus(tmp_path_factory.mktemp("root_a"), workers=2, progress=False, **TINY)
+    root = tmp_path_factory.mktemp("root_a")
+    return C.build_synth_corpus(root, workers=2, progress=False, **TINY)
 
 
 # ---------------------------------------------------------------- vocabulary / text
@@ -141,8 +142,10 @@ def test_in_process_engine_speaks_every_configured_voice():
 
 
 # ---------------------------------------------------------------- corpus
-def test_config_validation_and_hash():
+def test_config_validation_and_hash(monkeypatch, tmp_path):
     base = C.SynthConfig(**TINY)
+    monkeypatch.setenv("ASR_PE_CACHE", str(tmp_path))
+    assert C.corpus_dir_for(base) == tmp_path / "synth" / base.digest()
     assert base.digest() == C.SynthConfig(**{**TINY, "test_bucket_edges": [0, 3, 9]}).digest()
     assert base.digest() != C.SynthConfig(**{**TINY, "seed": 8}).digest()
     for bad in (dict(train_max_duration=0.5), dict(test_bucket_edges=(0, 4, 2)),

@@ -68,8 +68,12 @@ def batch(T=21, lengths=(21, 15, 6), seed=1):
     return torch.randn(len(lengths), T, D, generator=g), torch.tensor(lengths)
 
 
-@pytest.mark.parametrize("bias_mode", ["auto", "sdpa"])
-@pytest.mark.parametrize("kind", ["transformer", "conformer"])
+@pytest.mark.parametrize(
+    "kind,bias_mode",
+    # bias_mode="sdpa" sends additive biases through SDPA as a float mask (the default on
+    # accelerators); the attention path does not depend on the block kind, so once suffices
+    [("transformer", "auto"), ("transformer", "sdpa"), ("conformer", "auto")],
+)
 @pytest.mark.parametrize("name", SPECS)
 def test_fused_equals_reference(name, kind, bias_mode):
     enc = make_encoder(name, kind, bias_mode=bias_mode)
@@ -81,10 +85,9 @@ def test_fused_equals_reference(name, kind, bias_mode):
     torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["transformer", "conformer"])
 @pytest.mark.parametrize("name", SPECS)
-def test_gradients_reach_every_parameter(name, kind):
-    enc = make_encoder(name, kind).train()  # train mode: CAPE's augmentation is on the graph
+def test_gradients_reach_every_parameter(name):
+    enc = make_encoder(name, "conformer" if "+" in name else "transformer").train()  # train mode: CAPE's augmentation is on the graph
     x, lengths = batch()
     out, _ = enc(x, lengths)
     # a fixed random projection: a plain sum of a LayerNorm output has zero gradient

@@ -18,7 +18,8 @@ from asr_pe.data.synth.corpus import (SPLITS, SynthConfig, bucket_counts, build_
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m asr_pe.data.synth", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m asr_pe.data.synth",
+                                description=__doc__.split("\n")[0])
     p.add_argument("--root", default=None,
                    help="cache root (default $ASR_PE_CACHE or ~/.cache/asr_pe); the corpus goes "
                         "to <root>/synth/<config hash>")

@@ -134,7 +134,8 @@ class SynthConfig:
                 f"{self.min_duration}"
             )
         if not 1 <= self.num_speakers <= len(SPEAKERS):
-            raise ValueError(f"num_speakers must be in [1, {len(SPEAKERS)}], got {self.num_speakers}")
+            raise ValueError(
+                f"num_speakers must be in [1, {len(SPEAKERS)}], got {self.num_speakers}")
         if not 0 <= self.rate_jitter < 0.5 or not 0 <= self.pitch_jitter <= 30:
             raise ValueError("rate_jitter must be in [0, 0.5) and pitch_jitter in [0, 30]")
         if self.sample_rate < 8000:
@@ -219,6 +220,9 @@ def make_utterance(config: SynthConfig, split: str, index: int, corpus_dir: Path
     target = rng.uniform(low + margin, high - margin) if split == "test" else rng.uniform(low, high)
     num_words = max(1, round(target * rate / 60.0 * _WORDS_PER_NOMINAL_WORD))
 
+    def fits(duration: float) -> bool:
+        return low <= duration and (duration <= high if high_inclusive else duration < high)
+
     tried: list[str] = []
     for _ in range(_MAX_ATTEMPTS):
         sentences = generate_sentences(rng, num_words)
@@ -226,10 +230,13 @@ def make_utterance(config: SynthConfig, split: str, index: int, corpus_dir: Path
             spoken_text(sentences), voice=speaker.voice, rate=rate, pitch=pitch,
             pitch_range=speaker.pitch_range, seed=utt_seed & 0x7FFFFFFF,
         )
-        audio = _resample_to_int16(samples, espeak_sr, config.sample_rate)
-        duration = len(audio) / config.sample_rate
-        if low <= duration and (duration <= high if high_inclusive else duration < high):
-            break
+        duration = len(samples) / espeak_sr
+        if fits(duration):
+            # Resample only a fitting take; the length can move by a sample at an edge.
+            audio = _resample_to_int16(samples, espeak_sr, config.sample_rate)
+            duration = len(audio) / config.sample_rate
+            if fits(duration):
+                break
         tried.append(f"{num_words} words -> {duration:.2f}s")
         if duration <= 0:
             new_words = num_words + 1
@@ -355,11 +362,12 @@ class _Progress:
 # ---------------------------------------------------------------- corpus
 def default_root() -> Path:
     """``$ASR_PE_CACHE`` or ``~/.cache/asr_pe``."""
-    return Path(os.environ.get("ASR_PE_CACHE") or Path.home() / ".cache" / "asr_pe")
+    return Path(os.environ.get("ASR_PE_CACHE") or Path.home() / ".cache" / "asr_pe").expanduser()
 
 
 def corpus_dir_for(config: SynthConfig, root: str | os.PathLike | None = None) -> Path:
-    return Path(root if root is not None else default_root()).expanduser() / "synth" / config.digest()
+    base = Path(root).expanduser() if root is not None else default_root()
+    return base / "synth" / config.digest()
 
 
 @contextlib.contextmanager
@@ -443,7 +451,8 @@ def _build(cfg: SynthConfig, corpus_dir: Path, workers: int, progress: bool | No
             for i in range(cfg.split_size(split)) if (split, i) not in done]
     total = sum(cfg.split_size(s) for s in SPLITS)
     if done:
-        log.info("synth corpus: resuming %s (%d of %d utterances done)", corpus_dir, len(done), total)
+        log.info("synth corpus: resuming %s (%d of %d utterances done)",
+                 corpus_dir, len(done), total)
     bar = _Progress(total, len(done), f"synth corpus {corpus_dir.name}", progress)
     try:
         with open(corpus_dir / JOURNAL, "a", encoding="utf-8") as journal:
@@ -484,9 +493,48 @@ def manifest_paths(corpus_dir: str | os.PathLike) -> dict[str, str]:
 
 
 def prepare_synth(root: str | os.PathLike | None = None, *, workers: int = 2,
-                  progress: bool | None = None, **config: Any) -> dict[str, str]:
-    """Build or reuse the corpus and return its manifest paths (the Hydra ``data=synth`` target)."""
-    return manifest_paths(build_synth_corpus(root, workers=workers, progress=progress, **config))
+                  progress: bool | None = None, longform: dict[str, Any] | None = None,
+                  **config: Any) -> dict[str, Any]:
+    """Build or reuse the corpus and return its manifest paths (the Hydra ``data=synth`` target).
+
+    ``longform`` (e.g. ``{"durations": [160], "gap_s": 0.5}``) also builds long-form recordings
+    from the test split (see `build_synth_longform`); the result's ``test`` is then a mapping
+    ``{"test": …, "longform": …}``.
+    """
+    corpus_dir = build_synth_corpus(root, workers=workers, progress=progress, **config)
+    paths: dict[str, Any] = manifest_paths(corpus_dir)
+    if longform:
+        paths["test"] = {"test": paths["test"], "longform": str(build_synth_longform(corpus_dir, **longform))}
+    return paths
+
+
+def build_synth_longform(corpus_dir: str | os.PathLike, *, durations: Sequence[float] = (160,),
+                         gap_s: float = 0.5, tolerance: float = 0.15,
+                         max_per_duration: int | None = None) -> Path:
+    """Long-form recordings of one speaker each, from the test split (cached beside the corpus).
+
+    The test manifest is ordered by length bucket, so its utterances are first grouped by
+    speaker (keeping their order within a speaker) and the builder then joins consecutive
+    utterances of each speaker with ``gap_s`` of silence up to each target duration.
+    """
+    from asr_pe.data.longform import build_longform
+    from asr_pe.data.manifest import read_manifest
+
+    key = json.dumps({"durations": [float(d) for d in durations], "gap_s": float(gap_s),
+                      "tolerance": float(tolerance), "max": max_per_duration}, sort_keys=True)
+    out_dir = Path(corpus_dir) / f"longform_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    manifest = out_dir / "longform.jsonl"
+    done = out_dir / "COMPLETE"
+    if done.exists():
+        return manifest
+    test = read_manifest(Path(corpus_dir) / "test.jsonl")
+    by_speaker = sorted(test, key=lambda u: u.speaker or "")  # stable: manifest order within a speaker
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _, report = build_longform(by_speaker, list(durations), out_dir, gap_s=gap_s, tolerance=tolerance,
+                               max_per_duration=max_per_duration, manifest_path=manifest)
+    log.info("synth long-form set %s: %s", manifest, report.summary())
+    done.write_text(key + "\n")
+    return manifest
 
 
 def bucket_counts(durations: Sequence[float], edges: Sequence[float]) -> list[int]:

@@ -182,7 +182,8 @@ class EspeakEngine:
 
         data = text.encode("utf-8")
         self._chunks = []
-        rc = self._lib.espeak_Synth(data, len(data) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8, None, None)
+        rc = self._lib.espeak_Synth(data, len(data) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8,
+                                    None, None)
         if rc != 0:
             raise EspeakError(f"espeak_Synth failed ({_ERRORS.get(rc, rc)}) for text {text[:60]!r}")
         self._lib.espeak_Synchronize()
@@ -342,7 +343,9 @@ class IsolatedSynthesizer:
             error = header["error"]
             if error.startswith("ValueError: "):
                 raise ValueError(error[len("ValueError: "):])
-            raise EspeakError(error.split(": ", 1)[-1] if error.startswith("EspeakError") else error)
+            if error.startswith("EspeakError: "):
+                error = error[len("EspeakError: "):]
+            raise EspeakError(error)
         data = self._proc.stdout.read(header["num_bytes"])
         if len(data) != header["num_bytes"]:
             raise EspeakError("espeak-ng server closed the connection mid-reply")

@@ -132,7 +132,7 @@ class REMPE(AttentionPE):
         self.register_buffer("is_rem", torch.tensor([k != _KIND["plain"] for k in kinds]), persistent=False)
         reg = [h for h, k in enumerate(kinds) if k == 0]
         cyc = [h for h, k in enumerate(kinds) if k in (1, 2)]
-        # Head h's decay parameter is row slot[h] of cat(eta, nu) (plain heads: unused slot 0).
+        # Parameter n of eta belongs to head reg_heads[n]; of nu and theta, to head cyc_heads[n].
         self.register_buffer("reg_heads", torch.tensor(reg, dtype=torch.long), persistent=False)
         self.register_buffer("cyc_heads", torch.tensor(cyc, dtype=torch.long), persistent=False)
         e_lo, e_hi = _pair(eta_init, "eta_init")

@@ -19,6 +19,8 @@ Beyond the window (|j − i| > k) the behaviour is an option:
 
 Default k = 64 frames (2.56 s at 40 ms frames): Shaw et al. used k = 16 *words*; at speech
 frame rates a word spans several frames, so a wider window keeps the same reach in time.
+Any input length works: every distance maps to one of the 2k + 1 rows (or to nothing), so
+the table never limits T.
 The default is key-only (``value_term=False``): the PE is then a pure logit bias and goes
 through the bias path of ``MultiHeadAttention``; the value term needs the attention weights
 and so switches the layer to the explicit path (``fused_ok = False``).

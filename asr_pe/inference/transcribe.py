@@ -1,0 +1,139 @@
+"""Transcribe one (long) recording with a trained run: full-context or chunked encoding.
+
+``transcribe_file(run_dir, audio, mode="full"|"chunked", …) -> dict`` (transcript, timings,
+peak memory) is what ``python transcribe.py`` calls. ``make_encode_fn`` is shared with
+``evaluate.py`` (``eval.mode``) so both pick the encoding the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import torch
+
+from .chunked import encode_chunked
+from .long_form import encode_full, resolve_block_size
+
+MODES = ("full", "chunked")
+FEATURE_CHUNK_FRAMES = 6000  # fbank in 60 s pieces: kaldi.fbank holds several copies of its input
+
+
+def make_encode_fn(
+    model, mode: str = "full", *, block_size: int | str | None = None, chunk_s: float = 20.0,
+    overlap_s: float = 4.0,
+) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """(features (B, T, F), lengths) -> (enc, enc_lengths) for an inference mode.
+
+    ``full``: one forward pass over the whole input, attention in query blocks of
+    ``block_size`` rows (``"auto"``: sized from the length; None: unblocked);
+    ``chunked``: ``chunk_s`` pieces with ``overlap_s`` context on each side."""
+    if mode == "full":
+        resolve_block_size(block_size, 1, 1)  # validate now, not after loading the audio
+        return functools.partial(encode_full, model, block_size=block_size)
+    if mode == "chunked":
+        return functools.partial(encode_chunked, model, chunk_s=float(chunk_s), overlap_s=float(overlap_s))
+    raise ValueError(f"inference mode must be one of {MODES}, got {mode!r}")
+
+
+def features_in_chunks(extractor, wave: torch.Tensor, chunk_frames: int = FEATURE_CHUNK_FRAMES) -> torch.Tensor:
+    """``extractor(wave)`` computed ``chunk_frames`` frames at a time: (T, F).
+
+    Kaldi fbank with ``snip_edges`` frames i from samples [i·shift, i·shift + window) and
+    works per frame (DC removal, pre-emphasis, window, energy), so frames [a, b) from samples
+    [a·shift, (b − 1)·shift + window) equal the whole-file frames exactly."""
+    n = extractor.num_frames(wave.numel())
+    if n <= chunk_frames:
+        return extractor(wave)
+    shift, win = extractor.window_shift, extractor.window_size
+    parts = []
+    for a in range(0, n, chunk_frames):
+        b = min(n, a + chunk_frames)
+        part = extractor(wave[a * shift: (b - 1) * shift + win])  # (b − a, F)
+        assert part.size(0) == b - a, f"feature chunk [{a}, {b}) gave {part.size(0)} frames"
+        parts.append(part)
+    return torch.cat(parts, dim=0)
+
+
+def peak_memory_mb(device: str | torch.device) -> float:
+    """Peak resident memory of this process (CPU) or peak CUDA allocation, in MiB."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return (r if sys.platform == "darwin" else r * 1024) / 2**20
+
+
+def transcribe_file(
+    run_dir: str | Path,
+    audio: str | Path,
+    *,
+    mode: str = "full",
+    chunk_s: float = 20.0,
+    overlap_s: float = 4.0,
+    block_size: int | str | None = "auto",
+    checkpoint: str = "best",
+    device: str = "cpu",
+    decode: Mapping[str, Any] | None = None,
+    offset: float = 0.0,
+    duration: float | None = None,
+) -> dict[str, Any]:
+    """Load a run, read ``audio`` (``offset``/``duration`` in seconds), encode and decode it.
+
+    Returns {"text", "audio", "seconds_audio", "mode", "encoder_frames", "time_features_s",
+    "time_encode_s", "time_decode_s", "rtf", "peak_memory_mb", …}."""
+    from asr_pe.data.audio import load_audio
+    from asr_pe.training.evaluate import decode_batch, load_run
+
+    decode = dict(decode or {"method": "greedy"})
+    cfg, model, tokenizer, extractor, cmvn, ckpt = load_run(run_dir, checkpoint, device)
+    if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
+        decode["method"] = "attention"
+    encode = make_encode_fn(model, mode, block_size=block_size, chunk_s=chunk_s, overlap_s=overlap_s)
+    t0 = time.perf_counter()
+    wave = load_audio(audio, offset=offset, duration=duration, sample_rate=extractor.sample_rate)
+    feats = cmvn(features_in_chunks(extractor, wave))  # (T, F)
+    if feats.size(0) == 0:
+        raise ValueError(f"{audio}: shorter than one feature frame ({wave.numel()} samples)")
+    t1 = time.perf_counter()
+    batch = {"features": feats[None], "feature_lengths": torch.tensor([feats.size(0)])}
+    timing: dict[str, float] = {}
+
+    def timed_encode(f, lengths):
+        s = time.perf_counter()
+        out = encode(f, lengths)
+        timing["encode"] = time.perf_counter() - s
+        return out
+
+    with torch.inference_mode():
+        text = decode_batch(model, batch, tokenizer, decode, device, encode=timed_encode)[0]
+    t2 = time.perf_counter()
+    seconds_audio = wave.numel() / extractor.sample_rate
+    frames = int(model.frontend.output_lengths(batch["feature_lengths"])[0])
+    n_heads = model.encoder.layers[0].attn.n_heads
+    return {
+        "text": text,
+        "audio": str(audio),
+        "run": str(run_dir),
+        "checkpoint": ckpt.name,
+        "mode": mode,
+        "block_size": resolve_block_size(block_size, frames, n_heads) if mode == "full" else None,
+        "chunk_s": chunk_s if mode == "chunked" else None,
+        "overlap_s": overlap_s if mode == "chunked" else None,
+        "decode": decode.get("method", "greedy"),
+        "seconds_audio": round(seconds_audio, 3),
+        "encoder_frames": frames,
+        "time_features_s": round(t1 - t0, 3),
+        "time_encode_s": round(timing.get("encode", float("nan")), 3),
+        "time_decode_s": round(t2 - t1 - timing.get("encode", 0.0), 3),
+        "rtf": round((t2 - t0) / max(seconds_audio, 1e-9), 4),
+        "peak_memory_mb": round(peak_memory_mb(device), 1),
+        "threads": torch.get_num_threads(),
+    }
+
+
+__all__ = ["MODES", "features_in_chunks", "make_encode_fn", "peak_memory_mb", "transcribe_file"]

@@ -1,0 +1,98 @@
+"""Tiny end-to-end runs on a generated corpus: loss goes down, evaluation writes its files,
+an interrupted run resumes, and the command line turns bad input into one clear line."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asr_pe.data.manifest import read_manifest, write_manifest
+from asr_pe.training.evaluate import evaluate_run
+from asr_pe.training.train import train
+
+from conftest import TINY_MODEL, compose_train, synth_overrides
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def train_losses(run_dir: Path) -> list[float]:
+    with open(run_dir / "logs" / "metrics.csv") as f:
+        return [float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")]
+
+
+def test_ctc_run_learns_and_evaluates(tiny_synth_root, tmp_path):
+    run = tmp_path / "run"
+    cfg = compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
+        f"run_dir={run}", "pe=rope", "encoder=transformer", "trainer.max_steps=40",
+        "checkpoint.every_n_train_steps=20", "data.spec_augment=null"])
+    train(cfg)
+    losses = train_losses(run)
+    assert len(losses) >= 30
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.8 * first, f"CTC loss did not fall: {first:.1f} -> {last:.1f}"
+    for name in ("config.yaml", "run_info.json", "tokenizer.json", "cmvn.json", "checkpoints/last.ckpt"):
+        assert (run / name).exists(), name
+    info = json.loads((run / "run_info.json").read_text())
+    assert info["pe"] == "rope" and info["loss"] == "ctc" and info["train_max_duration"] <= 5.0
+    out = run / "eval" / "test"
+    for name in ("per_utt.jsonl", "buckets.csv", "buckets.md"):
+        assert (out / name).stat().st_size > 0, name
+    recs = [json.loads(line) for line in (out / "per_utt.jsonl").read_text().splitlines()]
+    assert len(recs) == 6 and {"id", "duration", "ref", "hyp", "errors", "ref_words"} <= set(recs[0])
+    # evaluation again with another decoder writes the method into its files
+    evaluate_run(run, {"decode": {"method": "beam", "beam": 4}, "eval": {"n_boot": 20, "checkpoint": "last"}})
+    meta = json.loads((out / "buckets.meta.json").read_text())
+    assert meta["decode"]["method"] == "beam"
+
+
+def test_resume_continues_the_step_count(tiny_synth_root, tmp_path):
+    run = tmp_path / "run"
+    base = TINY_MODEL + synth_overrides(tiny_synth_root) + [
+        f"run_dir={run}", "pe=none", "encoder=transformer", "encoder.n_layers=1",
+        "checkpoint.every_n_train_steps=3", "eval_after_train=false"]
+    train(compose_train(base + ["trainer.max_steps=6"]))
+    ckpt = run / "checkpoints" / "last.ckpt"
+    import torch
+
+    assert torch.load(ckpt, weights_only=True, map_location="cpu")["global_step"] == 6
+    # a fresh start into a folder that holds a checkpoint is refused
+    with pytest.raises(FileExistsError, match="resume=true"):
+        train(compose_train(base + ["trainer.max_steps=9"]))
+    train(compose_train(base + ["trainer.max_steps=9", "resume=true"]))
+    assert torch.load(ckpt, weights_only=True, map_location="cpu")["global_step"] == 9
+    with open(run / "logs" / "metrics.csv") as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
+    assert steps == list(range(9)), f"logged steps {steps}: the resumed run must continue at step 6"
+    # changing the model on resume is refused with a clear message
+    with pytest.raises(ValueError, match="'pe' differs"):
+        train(compose_train(base + ["trainer.max_steps=12", "resume=true", "pe=rope"]))
+
+
+def run_cli(*args, cwd=REPO):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_bad_manifest_names_file_and_line(tiny_synth_root, tmp_path):
+    run = tmp_path / "run"
+    train(compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
+        f"run_dir={run}", "pe=none", "encoder=transformer", "encoder.n_layers=1", "trainer.max_steps=2",
+        "eval_after_train=false"]))
+    bad = tmp_path / "bad.jsonl"
+    dev = read_manifest(next(Path(tiny_synth_root).glob("synth/*/dev.jsonl")))
+    write_manifest(bad, dev[:1])
+    with open(bad, "a") as f:
+        f.write("{not json\n")
+    r = run_cli("evaluate.py", f"run={run}", f"data.test={bad}")
+    assert r.returncode == 2
+    assert f"{bad}:2:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_unknown_pe_is_clear():
+    r = run_cli("train.py", "pe=nope", "trainer.max_steps=1")
+    assert r.returncode != 0
+    assert "pe/nope" in r.stderr and "Traceback" not in r.stderr
