@@ -225,6 +225,7 @@ def run_train(args, device) -> list[dict]:
         x = torch.randn(args.batch, T, args.d_model, generator=gen).to(device)
         lengths = batch_lengths(T, args.batch).to(device)
         times: dict[str, list[float]] = {n: [] for n in names}
+        cpu: dict[str, list[float]] = {n: [] for n in names}
         for n in names:  # warm-up (allocator, kernels, caches)
             for _ in range(args.warmup):
                 train_step(models[n], x, lengths)
@@ -234,18 +235,24 @@ def run_train(args, device) -> list[dict]:
             order = names[k:] + names[:k]  # rotate so no PE always runs right after another
             for n in order:
                 sync(device)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 train_step(models[n], x, lengths)
                 sync(device)
                 times[n].append(time.perf_counter() - t0)
+                cpu[n].append(time.process_time() - c0)
         med = {n: statistics.median(v) * 1000 for n, v in times.items()}
-        base = med.get("none")
+        cmed = {n: statistics.median(v) * 1000 for n, v in cpu.items()}
+        base, cbase = med.get("none"), cmed.get("none")
         for n in names:
             rows.append({
                 "mode": "train", "pe": n, "T": T, "batch": args.batch,
                 "ms_per_step": round(med[n], 2),
                 "ratio_to_none": round(med[n] / base, 3) if base else float("nan"),
                 "min_ms": round(min(times[n]) * 1000, 2),
+                # CPU time of the process (all threads): less sensitive than wall time to other
+                # processes taking the cores, which a shared machine has plenty of
+                "cpu_ms": round(cmed[n], 2),
+                "cpu_ratio_to_none": round(cmed[n] / cbase, 3) if cbase else float("nan"),
                 "reps": len(times[n]),
                 "peak_mem_mb": float("nan"),
             })

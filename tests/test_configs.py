@@ -7,6 +7,8 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
+import asr_pe.training  # noqa: F401  (registers the pe_label resolver)
+
 CONF = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra")
 
@@ -39,3 +41,10 @@ def test_unknown_group_option_is_clear(override):
     with initialize_config_dir(str(CONF), version_base="1.3"):
         with pytest.raises(MissingConfigException, match="nope"):
             compose("train", overrides=[override])
+
+
+def test_pe_combination_merges_two_files_and_is_labelled():
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=["pe=[cape,rope]"])
+    assert cfg.pe.input.name == "cape" and cfg.pe.attention.name == "rope"
+    assert cfg.name.startswith("cape+rope_ctc")

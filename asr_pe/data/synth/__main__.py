@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from asr_pe.data.synth.corpus import (SPLITS, SynthConfig, bucket_counts, build_synth_corpus,
-                                      manifest_paths)
+                                      build_synth_longform, manifest_paths)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
                         "to <root>/synth/<config hash>")
     p.add_argument("--workers", type=int, default=2, help="synthesis processes (default 2)")
     p.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
+    p.add_argument("--longform", type=float, nargs="+", default=None, metavar="SECONDS",
+                   help="also build long-form recordings of these durations from the test split")
     defaults = SynthConfig()
     for f in fields(SynthConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -64,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
             print("      buckets: " + ", ".join(
                 f"[{a:g},{b:g}) {n}" for a, b, n in zip(edges, edges[1:], counts)))
     assert set(SPLITS) == set(manifest_paths(corpus_dir))
+    if args.longform:
+        lf = build_synth_longform(corpus_dir, durations=args.longform)
+        lf_durations = [json.loads(line)["duration"] for line in lf.read_text().splitlines()]
+        print(f"long  {lf}: {len(lf_durations)} recordings, "
+              f"{min(lf_durations, default=0):.1f}-{max(lf_durations, default=0):.1f} s")
     return 0
 
 

@@ -26,7 +26,7 @@ import math
 import torch
 from torch import nn
 
-from .base import AttentionPE, register_attention_pe
+from .base import AttentionPE, descending_offsets, register_attention_pe, toeplitz
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -61,11 +61,16 @@ class ALiBi(AttentionPE):
         return self.slopes * self.scale.clamp(min=0.0)
 
     def logits_bias(self, q, q_pos, k_pos):
-        rel = (q_pos[:, None] - k_pos[None, :]).to(torch.float32)  # (Tq, Tk) i − j
-        dist = rel.clamp(min=0.0) if self.causal else rel.abs()
         m = self.head_slopes().to(q.device)  # (H,)
-        bias = -m[:, None, None] * dist[None]  # (H, Tq, Tk)
-        return bias.to(q.dtype).unsqueeze(0)  # (1, H, Tq, Tk)
+        offsets = descending_offsets(q_pos, k_pos)  # (Tq + Tk − 1,) i − j, or None
+        if offsets is None:  # arbitrary positions: every entry
+            rel = (q_pos[:, None] - k_pos[None, :]).to(torch.float32)  # (Tq, Tk) i − j
+            dist = rel.clamp(min=0.0) if self.causal else rel.abs()
+            return (-m[:, None, None] * dist[None]).to(q.dtype).unsqueeze(0)  # (1, H, Tq, Tk)
+        rel = offsets.to(torch.float32)
+        dist = rel.clamp(min=0.0) if self.causal else rel.abs()
+        per_offset = (-m[:, None] * dist[None]).to(q.dtype)  # (H, Tq + Tk − 1)
+        return toeplitz(per_offset, q_pos.numel(), k_pos.numel()).unsqueeze(0)  # (1, H, Tq, Tk)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, causal={self.causal}, learned_scale={self.scale is not None}"

@@ -49,6 +49,14 @@ class AttentionPE(nn.Module):
         (B, H, Tq, Tk). ``q`` is the untransformed query block."""
         return None
 
+    def fused_qk(
+        self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Optional: widened (q', k'), (B, H, Tq, d'), (B, H, Tk, d'), whose dot products are the
+        whole logit (content + ``logits_bias``) times √d, d the head width — so the fused
+        kernel can run without a bias tensor. ``q``, ``k`` are untransformed. None: not offered."""
+        return None
+
     def value_term(
         self, weights: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> torch.Tensor | None:
@@ -123,3 +131,28 @@ def constructor_kwargs(
     kwargs = {k: v for k, v in common.items() if k in params or takes_var_kw}
     kwargs.update(options)
     return kwargs
+
+
+# --- biases that depend on the offset i − j only --------------------------------------------
+def _is_range(pos: torch.Tensor) -> bool:
+    return pos.numel() <= 1 or bool((pos[1:] - pos[:-1] == 1).all())
+
+
+def descending_offsets(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+    """The Tq + Tk − 1 offsets i − j of a query range against a key range, largest first
+    (q_last − k_first … q_first − k_last), or None when the positions are not consecutive
+    (checked on CPU; other devices are assumed to get ranges, as ``MultiHeadAttention`` passes,
+    to avoid a host sync)."""
+    if q_pos.device.type == "cpu" and not (_is_range(q_pos) and _is_range(k_pos)):
+        return None
+    top = q_pos[-1] - k_pos[0]
+    return top - torch.arange(q_pos.numel() + k_pos.numel() - 1, device=q_pos.device)
+
+
+def toeplitz(table: torch.Tensor, n_queries: int, n_keys: int) -> torch.Tensor:
+    """Lay out per-offset values as a matrix: table (..., Tq + Tk − 1) over
+    ``descending_offsets`` -> (..., Tq, Tk) with entry (a, b) = table[..., Tq − 1 − a + b], the
+    value of offset q_pos[a] − k_pos[b]. One contiguous copy (row a is a slice of the table),
+    so an offset-only bias costs one pass over Tq·Tk instead of per-entry arithmetic."""
+    assert table.size(-1) == n_queries + n_keys - 1, f"toeplitz: {table.size(-1)} offsets for {n_queries}x{n_keys}"
+    return table.unfold(-1, n_keys, 1).flip(-2)  # window m = offsets of row Tq − 1 − m

@@ -39,15 +39,16 @@ def rel_shift(x: torch.Tensor, n_keys: int | None = None) -> torch.Tensor:
     x (..., Tq, Tq + Tk − 1) whose column c holds offset (Tq − 1 − c) + const for every row
     -> (..., Tq, Tk) with entry (a, b) = x[..., a, Tq − 1 − a + b], i.e. offset a − b + const.
     For Tq = Tk = T (the full sequence, x (..., T, 2T − 1) over offsets T−1 … −(T−1)) entry
-    (i, j) uses offset i − j. Pad a zero column, view as (Tq + Tk, Tq), drop the first row,
-    view back and keep Tk columns (Transformer-XL's trick; no gather, no copy of indices).
+    (i, j) uses offset i − j. Transformer-XL pads a zero column and re-cuts the rows; the same
+    entries are a strided *view* of x: (a, b) sits at a·W + (Tq − 1 − a + b) = (Tq − 1) +
+    a·(W − 1) + b, so row stride W − 1 and column stride 1 — no copy, no index tensor.
     """
     *lead, Tq, W = x.shape
     Tk = W - Tq + 1 if n_keys is None else n_keys
     assert W == Tq + Tk - 1, f"rel_shift: expected {Tq + Tk - 1} offset columns for {Tq}x{Tk}, got {W}"
-    padded = nn.functional.pad(x, (1, 0))  # (..., Tq, W + 1)
-    padded = padded.reshape(*lead, W + 1, Tq)  # (..., W + 1, Tq): same memory, rows re-cut
-    return padded[..., 1:, :].reshape(*lead, Tq, W)[..., :Tk]  # (..., Tq, Tk)
+    x = x.contiguous()
+    strides = list(x.stride()[:-2]) + [W - 1, 1]
+    return x.as_strided((*lead, Tq, Tk), strides, x.storage_offset() + Tq - 1)  # (..., Tq, Tk) view
 
 
 def rel_shift_naive(x: torch.Tensor, n_keys: int | None = None) -> torch.Tensor:
@@ -92,8 +93,9 @@ class RelativePE(AttentionPE):
     def logits_bias(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         """rel_shift((q + v)·pᵀ)/√d for the query rows at q_pos against keys k_pos: (B, H, Tq, Tk)."""
         Tq, Tk = q.size(2), k_pos.numel()
-        qv = q + self.pos_bias_v.to(q.dtype)[None, :, None, :]  # (B, H, Tq, d)
         scale = 1.0 / math.sqrt(self.d_head)
+        # scaled before the product: a pass over (B, H, Tq, d) instead of one over (B, H, Tq, 2T)
+        qv = (q + self.pos_bias_v.to(q.dtype)[None, :, None, :]) * scale  # (B, H, Tq, d)
         check = q_pos.device.type == "cpu"
         if not check or (is_range(q_pos) and is_range(k_pos)):
             # offsets (q_last − k_first) down to (q_first − k_last): Tq + Tk − 1 rows, descending
@@ -101,14 +103,40 @@ class RelativePE(AttentionPE):
             offsets = top - torch.arange(Tq + Tk - 1, device=q.device)  # (Tq + Tk − 1,)
             p = self.position_table(offsets, q.dtype)  # (H, Tq + Tk − 1, d)
             bd = torch.matmul(qv, p.transpose(-2, -1))  # (B, H, Tq, Tq + Tk − 1)
-            return rel_shift(bd, Tk) * scale  # (B, H, Tq, Tk)
+            return rel_shift(bd, Tk)  # (B, H, Tq, Tk), a view of bd
         # arbitrary positions: one table row per distinct offset, then a gather
         rel = q_pos[:, None] - k_pos[None, :]  # (Tq, Tk)
         offsets, inverse = torch.unique(rel, return_inverse=True)
         p = self.position_table(offsets, q.dtype)  # (H, n, d)
         bd = torch.matmul(qv, p.transpose(-2, -1))  # (B, H, Tq, n)
         B, H = bd.shape[:2]
-        return torch.gather(bd, -1, inverse.expand(B, H, Tq, Tk)) * scale  # (B, H, Tq, Tk)
+        return torch.gather(bd, -1, inverse.expand(B, H, Tq, Tk))  # (B, H, Tq, Tk)
+
+    def fused_qk(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
+        """The whole score as one dot product, for the fused kernel: (q', k') of width d + D with
+        q'_i·k'_j = (q_i + u)·k_j + (q_i + v)·p_{i−j} (then scaled by 1/√d as usual).
+
+        p_h(r) = W_h·R(r), W_h the head's (d, D) rows of W_pos, so (q_i + v)·p_h(i − j) =
+        a_i·R(i − j) with a_i = W_hᵀ(q_i + v) ∈ R^D. R interleaves sin(rω_k), cos(rω_k), and
+        sin((i−j)ω) = s_i c_j − c_i s_j, cos((i−j)ω) = c_i c_j + s_i s_j, hence
+        a_i·R(i − j) = Σ_k c_j (a_2k s_i + a_2k+1 c_i) + s_j (a_2k+1 s_i − a_2k c_i):
+        queries get [a_2k s_i + a_2k+1 c_i, a_2k+1 s_i − a_2k c_i]_k, keys [c_j, s_j]_k.
+        Exact (angles in float64), no (Tq, Tk) tensor, and the fused kernel's own backward
+        gives every gradient; costs a (d + D)-wide QKᵀ instead of a d-wide one."""
+        B, H, Tq, d = q.shape
+        w = self.linear_pos.weight.to(q.dtype).view(H, d, self.d_model)  # (H, d, D): W_h
+        a = torch.matmul(q + self.pos_bias_v.to(q.dtype)[None, :, None, :], w)  # (B, H, Tq, D)
+        omega = torch.exp(-math.log(self.base) * torch.arange(0, self.d_model, 2, device=q.device,
+                                                               dtype=torch.float64) / self.d_model)  # (D/2,)
+        ang_q = q_pos.to(torch.float64)[:, None] * omega  # (Tq, D/2)
+        ang_k = k_pos.to(torch.float64)[:, None] * omega  # (Tk, D/2)
+        s_i, c_i = ang_q.sin().to(q.dtype), ang_q.cos().to(q.dtype)
+        a_even, a_odd = a[..., 0::2], a[..., 1::2]  # (B, H, Tq, D/2) multiply sin / cos
+        q_rel = torch.stack((a_even * s_i + a_odd * c_i, a_odd * s_i - a_even * c_i), dim=-1).flatten(-2)
+        k_rel = torch.stack((ang_k.cos(), ang_k.sin()), dim=-1).flatten(-2).to(k.dtype)  # (Tk, D)
+        q_aug = torch.cat((q + self.pos_bias_u.to(q.dtype)[None, :, None, :], q_rel), dim=-1)  # (B, H, Tq, d + D)
+        k_aug = torch.cat((k, k_rel.expand(B, H, -1, -1)), dim=-1)  # (B, H, Tk, d + D)
+        return q_aug, k_aug
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}"

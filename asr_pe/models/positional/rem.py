@@ -226,7 +226,11 @@ class REMPE(AttentionPE):
         p = self._raw_rem(q_pos, k_pos).to(v.dtype)  # (H, Tq, Tk)
         if key_padding_mask is not None:
             v = v.masked_fill(key_padding_mask[:, None, :, None], 0.0)  # = zeroing P's padded columns
-        pv = torch.matmul(p, v)  # (B, H, Tq, d)
+        B, H, Tk, d = v.shape
+        # one (H, Tq, Tk) @ (H, Tk, B·d) product: matmul would broadcast P over the batch by
+        # copying it B times, and P's gradient comes out summed over the batch for free
+        v_h = v.permute(1, 2, 0, 3).reshape(H, Tk, B * d)  # (H, Tk, B·d)
+        pv = torch.bmm(p, v_h).view(H, -1, B, d).permute(2, 0, 1, 3)  # (B, H, Tq, d)
         if self.normalize == "row":
             if key_padding_mask is None:
                 s = p.abs().sum(-1)[None, :, :, None]  # (1, H, Tq, 1)

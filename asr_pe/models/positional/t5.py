@@ -16,7 +16,10 @@ Buckets (r = j − i, num_buckets = 32, max_distance = 128 by default):
   keys share bucket 0 and are hidden by the causal mask.
 
 Distances ≥ max_distance share the last bucket, so any length works. Buckets are computed
-vectorised from the positions of each call (nothing T×T is cached).
+from the positions of each call (nothing T×T is cached): for position ranges (what
+``MultiHeadAttention`` passes) only the Tq + Tk − 1 distinct offsets are bucketed and looked
+up, and the (H, Tq, Tk) bias is laid out from them with one copy (``toeplitz``); so the
+table's gradient is a sum over Tq + Tk − 1 offsets, not a scatter over Tq·Tk entries.
 Init E ~ N(0, init_std²), init_std = d_model^(−1/2) by default (HF T5's init).
 """
 
@@ -28,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import AttentionPE, register_attention_pe
+from .base import AttentionPE, descending_offsets, register_attention_pe, toeplitz
 
 
 def t5_bucket(
@@ -92,9 +95,14 @@ class T5RelativeBias(AttentionPE):
         return t5_bucket(rel, causal=self.causal, num_buckets=self.num_buckets, max_distance=self.max_distance)
 
     def logits_bias(self, q, q_pos, k_pos):
-        b = self.buckets(q_pos.to(self.table.device), k_pos.to(self.table.device))  # (Tq, Tk)
-        bias = self.table[b]  # (Tq, Tk, H)
-        return bias.permute(2, 0, 1).unsqueeze(0).to(q.dtype)  # (1, H, Tq, Tk)
+        q_pos, k_pos = q_pos.to(self.table.device), k_pos.to(self.table.device)
+        offsets = descending_offsets(q_pos, k_pos)  # (Tq + Tk − 1,) i − j, or None
+        if offsets is None:  # arbitrary positions: bucket every entry
+            bias = self.table[self.buckets(q_pos, k_pos)]  # (Tq, Tk, H)
+            return bias.permute(2, 0, 1).unsqueeze(0).to(q.dtype)  # (1, H, Tq, Tk)
+        b = t5_bucket(-offsets, causal=self.causal, num_buckets=self.num_buckets, max_distance=self.max_distance)
+        per_offset = self.table[b].t().to(q.dtype)  # (H, Tq + Tk − 1)
+        return toeplitz(per_offset, q_pos.numel(), k_pos.numel()).unsqueeze(0)  # (1, H, Tq, Tk)
 
     def extra_repr(self) -> str:
         return (

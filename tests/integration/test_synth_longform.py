@@ -1,0 +1,29 @@
+"""The synth corpus' long-form set: one speaker per recording, transcripts joined in order."""
+
+import json
+from pathlib import Path
+
+from asr_pe.data.manifest import read_manifest
+from asr_pe.data.synth import prepare_synth
+
+from conftest import TINY_SYNTH
+
+
+def test_synth_longform_from_test_split(tiny_synth_root):
+    paths = prepare_synth(root=tiny_synth_root, progress=False, longform={"durations": [8], "gap_s": 0.5},
+                          **TINY_SYNTH)
+    assert set(paths["test"]) == {"test", "longform"}
+    test = {u.id: u for u in read_manifest(paths["test"]["test"])}
+    long = read_manifest(paths["test"]["longform"])
+    assert long, "no long-form recording was built"
+    sources = json.loads((Path(paths["test"]["longform"]).parent / "sources.json").read_text())
+    for rec in long:
+        parts = [test[i] for i in sources[rec.id]]
+        assert {p.speaker for p in parts} == {rec.speaker}
+        assert rec.text == " ".join(p.text for p in parts)
+        assert abs(rec.duration - (sum(p.duration for p in parts) + 0.5 * (len(parts) - 1))) < 0.05
+        assert 8 * 0.85 <= rec.duration <= 8 * 1.15
+    # cached: a second call returns the same manifest without rebuilding
+    again = prepare_synth(root=tiny_synth_root, progress=False, longform={"durations": [8], "gap_s": 0.5},
+                          **TINY_SYNTH)
+    assert again == paths
