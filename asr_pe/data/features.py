@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 import torchaudio
 import torchaudio.compliance.kaldi as kaldi
+
+from asr_pe.io import atomic_write_json
 
 # Kaldi computes on int16-scaled samples; its energy floors and dither assume that range.
 INT16_SCALE = 32768.0
@@ -166,18 +167,7 @@ class GlobalCMVN:
 
     def save(self, path: str | os.PathLike) -> None:
         """Atomic JSON write."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.to_dict(), f)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write_json(path, self.to_dict(), indent=None)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "GlobalCMVN":

@@ -27,7 +27,6 @@ Output is deterministic: same manifest and arguments give the same ids, texts an
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -42,6 +41,7 @@ import soundfile as sf
 
 from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Utterance, write_manifest
+from asr_pe.io import atomic_write_json
 
 __all__ = ["LongformError", "LongformReport", "build_longform", "plan_windows", "target_label"]
 
@@ -291,10 +291,7 @@ def build_longform(utterances: Sequence[Utterance], durations: Sequence, out_dir
         report.seconds.setdefault(label, 0.0)
 
     manifest_path = Path(manifest_path) if manifest_path is not None else out_dir / "longform.jsonl"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".sources.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(sources, f, indent=1)
-    os.replace(tmp, out_dir / "sources.json")
+    atomic_write_json(out_dir / "sources.json", sources, indent=1)
     # relative paths: the manifest and its audio folder can be moved together
     write_manifest(manifest_path, result, relative_paths=True)
     return result, report

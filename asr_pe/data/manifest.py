@@ -15,11 +15,12 @@ import json
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from asr_pe.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -239,20 +240,9 @@ def write_manifest(
         if utt.id in seen:
             raise ValueError(f"write_manifest({path}): duplicate utterance id {utt.id!r}")
         seen.add(utt.id)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for utt in utterances:
-                record = utt.to_json(relative_to=folder if relative_paths else None)
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    lines = [json.dumps(u.to_json(relative_to=folder if relative_paths else None), ensure_ascii=False) + "\n"
+             for u in utterances]
+    atomic_write_text(path, "".join(lines))
 
 
 def manifest_stats(utterances: Sequence[Utterance]) -> dict[str, float]:

@@ -52,6 +52,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from asr_pe.io import atomic_write_json
+
 from .download import download, extract, link_or_copy
 from .librispeech import audio_seconds, resolve_manifests
 from .manifest import Utterance, write_manifest
@@ -319,9 +321,7 @@ def prepare_tedlium(
             raise TedliumError(f"{stm_dir}: no scored segments in any talk")
         write_manifest(seg_path, segments)
         write_manifest(talk_path, talks)
-        tmp = stats_path.with_name(stats_path.name + ".tmp")
-        tmp.write_text(json.dumps(stats.__dict__, indent=2))
-        os.replace(tmp, stats_path)
+        atomic_write_json(stats_path, stats.__dict__)
         log.info(
             "%s/%s: %d talks, %d segments (%.2f h); excluded %d ignore_time_segment_in_scoring, "
             "%d empty after normalisation, %d past end of audio, %d zero length; %d full talks (%.2f h), "

@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import sentencepiece as spm
+
+from asr_pe.io import atomic_write_bytes, atomic_write_json
 
 logger = logging.getLogger(__name__)
 
@@ -50,22 +51,8 @@ def normalize_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
-def _atomic_write_bytes(path: str, data: bytes) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _write_json(path: str | os.PathLike, obj: dict[str, Any]) -> None:
-    _atomic_write_bytes(os.fspath(path), (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    atomic_write_json(path, obj, indent=1)
 
 
 def _unknown_error(unknown: set[str], text: str) -> TokenizerError:
@@ -262,7 +249,7 @@ class SentencePieceTokenizer:
     def save(self, path: str | os.PathLike) -> None:
         """Write the JSON and the ``.model`` file beside it."""
         path = Path(path)
-        _atomic_write_bytes(str(path.parent / self.model_name), self._proto)
+        atomic_write_bytes(path.parent / self.model_name, self._proto)
         _write_json(path, {"kind": self.kind, "model": self.model_name, "vocab_size": self.vocab_size})
 
     def __eq__(self, other: object) -> bool:

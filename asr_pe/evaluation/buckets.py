@@ -23,13 +23,14 @@ import io
 import json
 import math
 import os
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from asr_pe.io import atomic_write_text
 
 __all__ = [
     "DEFAULT_EDGES", "RECORD_KEYS", "ROW_KEYS", "Bucket", "bucket_label", "bucketize",
@@ -256,19 +257,6 @@ def _csv_value(key: str, v) -> str:
     return str(v)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write text to a temporary file in the target folder, then os.replace it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_bucket_files(rows: Sequence[dict], out_dir: str | os.PathLike, meta: dict | None = None

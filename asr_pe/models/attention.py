@@ -4,15 +4,19 @@ Paths (all give the same result to float tolerance; tests hold them to it):
 
 * fused: ``F.scaled_dot_product_attention`` for plain attention, for PEs that only rotate
   q/k (RoPE) and, by default (``bias_mode="auto"``), for additive biases passed as a float
-  mask. On CPU, torch's fused kernel gives no gradient for the mask, and torch falls back to
-  its unfused math path when the mask needs one (a learned bias: T5, Shaw, Transformer-XL);
-  there ``_SDPAWithBiasGrad`` keeps the fused forward and writes the backward out (measured,
-  torch 2.14, 1 thread, B = 8, T = 1000, one layer fwd+bwd: 1.2x faster than the explicit
-  path; for a bias without gradient, and for inference, SDPA with a float mask is 2-4x
-  faster than the explicit path);
-* explicit: softmax(QKᵀ/√d + bias)·V written out — the reference path, used for attention
-  weights (``need_weights``), for PEs that need the weights (``fused_ok = False``), with
-  attention dropout on a learned bias, and for every bias when ``bias_mode="explicit"``;
+  mask (for inference, and for a bias without gradient such as ALiBi, SDPA with a float
+  mask measured 2-4x faster than the explicit path on CPU, torch 2.14, B = 8, T = 250-1000).
+  A *learned* bias in training on CPU is the hard case: torch's fused kernel gives no
+  gradient for the mask and torch then falls back to its unfused math path. Above
+  ``FUSED_GRAD_MIN_KEYS`` keys, ``_SDPAWithBiasGrad`` keeps the fused forward and writes the
+  backward out, and a PE that can fold its bias into wider q/k (``AttentionPE.fused_qk``:
+  Transformer-XL) runs through the fused kernel with no bias at all; below it the explicit
+  path is faster (its scores are kept for the backward);
+* explicit: softmax(QKᵀ/√d + bias)·V written out (``attention_explicit``: scale on q, bias
+  and masks applied in place) for short learned biases, with attention dropout on a learned
+  bias, for PEs that need the weights (``fused_ok = False``) and for every bias when
+  ``bias_mode="explicit"``; ``attention_reference`` is the readable version, used for
+  attention weights (``need_weights``) and by tests (``use_reference``);
 * blocked: either of the above over query blocks of ``block_size`` rows, so a long input never
   materialises a T×T matrix. PE hooks receive the query/key positions of the block.
 """

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
+
+from asr_pe.io import atomic_write_json, atomic_write_text
 
 # Sections that define the model and its data; a resumed run must not change them.
 MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
@@ -65,12 +65,7 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    atomic_write_json(path, obj, sort_keys=True)
 
 
 def set_aside_metrics(run_dir: Path) -> None:
@@ -100,9 +95,6 @@ def merge_metrics(run_dir: Path) -> None:
     writer = csv.DictWriter(buf, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
-    fd, tmp = tempfile.mkstemp(dir=logs, suffix=".tmp")
-    with os.fdopen(fd, "w", newline="") as fh:
-        fh.write(buf.getvalue())
-    os.replace(tmp, logs / "metrics.csv")
+    atomic_write_text(logs / "metrics.csv", buf.getvalue())
     for p in parts:
         p.unlink()

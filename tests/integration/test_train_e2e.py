@@ -92,7 +92,45 @@ def test_cli_bad_manifest_names_file_and_line(tiny_synth_root, tmp_path):
     assert f"{bad}:2:" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_plot_attention_writes_one_png_per_layer(tiny_synth_root, tmp_path):
+    run = tmp_path / "run"
+    train(compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
+        f"run_dir={run}", "pe=alibi", "encoder=transformer", "trainer.max_steps=2", "eval_after_train=false"]))
+    utt = read_manifest(next(Path(tiny_synth_root).glob("synth/*/test.jsonl")))[-1]
+    r = run_cli("scripts/plot_attention.py", f"run={run}", f"utt={utt.id}", f"out={tmp_path / 'maps'}",
+                "checkpoint=last")
+    assert r.returncode == 0, r.stderr
+    pngs = sorted((tmp_path / "maps").glob("layer*.png"))
+    assert [p.name for p in pngs] == ["layer0.png", "layer1.png"] and all(p.stat().st_size > 1000 for p in pngs)
+    r = run_cli("scripts/plot_attention.py", f"run={run}", "utt=nope", "checkpoint=last")
+    assert r.returncode != 0 and "'nope' is not in the test sets" in r.stderr
+
+
 def test_cli_unknown_pe_is_clear():
     r = run_cli("train.py", "pe=nope", "trainer.max_steps=1")
     assert r.returncode != 0
     assert "pe/nope" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_study_runner_skips_finished_and_resumes_interrupted(tiny_synth_root, tmp_path):
+    """`train.py -m experiment=synth_study`: one folder per (pe, seed); re-running skips finished
+    runs, and a run without evaluation files continues from its checkpoint."""
+    sweep = tmp_path / "study"
+    args = ["train.py", "-m", "experiment=synth_study", "pe=none", "seed=0", f"hydra.sweep.dir={sweep}",
+            "data.corpus.longform.durations=[8]", "trainer.max_steps=3", "encoder.n_layers=1",
+            "checkpoint.every_n_train_steps=3"] + TINY_MODEL + synth_overrides(tiny_synth_root)
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = sweep / "none_ctc_s0"
+    for test_set in ("test", "longform"):
+        assert (run / "eval" / test_set / "buckets.csv").exists(), test_set
+    r = run_cli(*args)
+    assert r.returncode == 0 and "finished run, skipped" in r.stdout
+    # interrupted after training, before evaluation: resumes (nothing left to train) and evaluates
+    import shutil
+
+    shutil.rmtree(run / "eval")
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "finished run, skipped" not in r.stdout
+    assert (run / "eval" / "longform" / "buckets.csv").exists()

@@ -1,0 +1,42 @@
+"""Atomic file writes: a temporary file in the target folder, fsync, then ``os.replace``.
+
+A job killed mid-write leaves the previous file (or none), never a truncated one. Files get
+the usual permissions (0666 minus the umask), not mkstemp's private 0600, so manifests and
+results stay readable to other users on a shared cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2, sort_keys: bool = False) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=indent, sort_keys=sort_keys) + "\n")

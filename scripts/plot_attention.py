@@ -1,0 +1,74 @@
+"""Attention maps of a trained run for one utterance.
+
+    python scripts/plot_attention.py run=<run dir> utt=<id> [test=<set name or manifest>]
+                                     [out=<dir>] [checkpoint=best|last] [max_seconds=<s>]
+
+Writes ``<out>/layer<k>.png`` (default ``<run>/attention/<utt>/``): one panel per head, log
+colour scale, axes in seconds. The weights come from the encoder's reference path (for REM,
+the mixed weights). ``max_seconds`` crops the audio first (T×T maps of very long inputs are large).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from asr_pe.data.audio import load_audio  # noqa: E402
+from asr_pe.data.manifest import read_manifest  # noqa: E402
+from asr_pe.plots.attention_maps import plot_attention_maps  # noqa: E402
+from asr_pe.training.data import resolve_manifests, resolve_test_sets  # noqa: E402
+from asr_pe.training.evaluate import load_run  # noqa: E402
+from asr_pe.training.run_dir import pe_label  # noqa: E402
+
+KEYS = {"run", "utt", "test", "out", "checkpoint", "max_seconds"}
+
+
+def parse(argv: list[str]) -> dict:
+    args = {}
+    for a in argv:
+        if "=" not in a:
+            raise SystemExit(f"error: expected key=value, got {a!r} (keys: {sorted(KEYS)})")
+        k, v = a.split("=", 1)
+        if k not in KEYS:
+            raise SystemExit(f"error: unknown key {k!r} (keys: {sorted(KEYS)})")
+        args[k] = yaml.safe_load(v) if k == "max_seconds" else v
+    for k in ("run", "utt"):
+        if k not in args:
+            raise SystemExit(f"error: {k}=… is required\n{__doc__}")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    a = parse(argv)
+    cfg, model, tokenizer, features, cmvn, ckpt = load_run(a["run"], a.get("checkpoint", "best"))
+    data_cfg = cfg.data.copy()
+    if a.get("test"):
+        data_cfg.test = a["test"]
+    sets = resolve_test_sets(data_cfg, resolve_manifests(data_cfg))
+    utt = next((u for path in sets.values() for u in read_manifest(path) if u.id == a["utt"]), None)
+    if utt is None:
+        raise SystemExit(f"error: utterance {a['utt']!r} is not in the test sets {sorted(sets)}")
+    duration = utt.duration if a.get("max_seconds") is None else min(utt.duration, float(a["max_seconds"]))
+    wave = load_audio(utt.audio_filepath, offset=utt.offset, duration=duration, source=utt.source)
+    feats = cmvn(features(wave)).unsqueeze(0)  # (1, T, F)
+    with torch.no_grad():
+        enc, enc_lengths, attn = model.encode(feats, torch.tensor([feats.size(1)]), return_attention=True)
+        hyp = tokenizer.decode(model.ctc_log_probs(enc).argmax(-1)[0].unique_consecutive().tolist()) \
+            if model.ctc_head is not None else ""
+    out = Path(a.get("out") or Path(a["run"]) / "attention" / utt.id)
+    label = f"{pe_label(cfg.pe)}/{cfg.loss.name} {utt.id} ({duration:.1f} s)"
+    paths = plot_attention_maps(attn, model.frame_shift_s, label, out)
+    print(f"ref: {utt.text}\nhyp: {hyp}")
+    for p in paths:
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,175 @@
+"""The speed paths added for issue 6 compute the same function as the readable ones:
+
+* a learned bias through the fused kernel with a written-out backward (``_SDPAWithBiasGrad``)
+  and Transformer-XL as widened q/k (``RelativePE.fused_qk``) give the reference path's
+  outputs *and gradients*; both switch on above ``FUSED_GRAD_MIN_KEYS`` keys, lowered here so
+  that small inputs exercise them;
+* the FFT grouped convolution of the conv PE equals ``F.conv1d``;
+* offset-only biases laid out by ``toeplitz``, Shaw's row layout and the strided-view
+  ``rel_shift`` equal entry-by-entry definitions.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import asr_pe.models.attention as attention
+from asr_pe.models import build_encoder
+from asr_pe.models.attention import MultiHeadAttention, make_pad_mask
+from asr_pe.models.positional import build_positional
+from asr_pe.models.positional.base import descending_offsets, toeplitz
+from asr_pe.models.positional.conv import _fast_len, grouped_conv1d_fft
+from asr_pe.models.positional.relative import RelativePE, rel_shift, rel_shift_naive
+from asr_pe.models.positional.shaw import ShawPE
+
+D, H = 16, 4
+LEARNED = ["t5", "shaw", "relative", {"attention": {"name": "alibi", "learned_scale": True}}]
+
+
+def run(enc, x, lengths, proj, reference):
+    for m in enc.modules():
+        if isinstance(m, MultiHeadAttention):
+            m.use_reference = reference
+    enc.zero_grad(set_to_none=True)
+    out, _ = enc(x, lengths)
+    (out * proj).sum().backward()
+    return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("kind", ["transformer", "conformer"])
+@pytest.mark.parametrize("pe", LEARNED + ["rem", "none", "rope"], ids=str)
+def test_fused_training_paths_equal_reference_with_gradients(pe, kind, monkeypatch):
+    monkeypatch.setattr(attention, "FUSED_GRAD_MIN_KEYS", 0)
+    torch.manual_seed(0)
+    enc = build_encoder(kind, pe, d_model=D, n_heads=H, n_layers=2, ffn_dim=32, conv_kernel=5, dropout=0.0).eval()
+    g = torch.Generator().manual_seed(1)
+    x, lengths = torch.randn(3, 19, D, generator=g), torch.tensor([19, 13, 5])
+    proj = torch.randn(3, 19, D, generator=g)
+    fast, fast_grads = run(enc, x, lengths, proj, reference=False)
+    ref, ref_grads = run(enc, x, lengths, proj, reference=True)
+    torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
+    assert fast_grads.keys() == ref_grads.keys()
+    for n in ref_grads:
+        torch.testing.assert_close(fast_grads[n], ref_grads[n], atol=1e-5, rtol=1e-4, msg=lambda m: f"{n}: {m}")
+
+
+def test_the_paths_are_actually_taken(monkeypatch):
+    """Guard against the tests above passing because everything fell back to the reference."""
+    monkeypatch.setattr(attention, "FUSED_GRAD_MIN_KEYS", 0)
+    calls = {"bias_grad": 0, "widened": 0}
+    orig_apply = attention._SDPAWithBiasGrad.apply
+    orig_widened = MultiHeadAttention._attend_widened
+
+    def counting_apply(*a):
+        calls["bias_grad"] += 1
+        return orig_apply(*a)
+
+    def counting_widened(self, *a):
+        calls["widened"] += 1
+        return orig_widened(self, *a)
+
+    monkeypatch.setattr(attention._SDPAWithBiasGrad, "apply", counting_apply)
+    monkeypatch.setattr(MultiHeadAttention, "_attend_widened", counting_widened)
+    x, lengths = torch.randn(2, 9, D), torch.tensor([9, 6])
+    for pe in ("t5", "relative"):
+        enc = build_encoder("transformer", pe, d_model=D, n_heads=H, n_layers=1, dropout=0.0)
+        enc(x, lengths)[0].sum().backward()
+    assert calls == {"bias_grad": 1, "widened": 1}
+    with torch.no_grad():  # inference: neither (no gradient needed: the bias goes to SDPA)
+        enc(x, lengths)
+    assert calls == {"bias_grad": 1, "widened": 1}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_widened_relative_scores_equal_bias_form(causal):
+    """(q+u)·k + (q+v)·p_{i−j} as one dot product of width d + D, for a block inside the keys."""
+    torch.manual_seed(0)
+    pe = RelativePE(D, H)
+    q, k = torch.randn(2, H, 7, D // H), torch.randn(2, H, 12, D // H)
+    q_pos, k_pos = torch.arange(3, 10), torch.arange(12)
+    qa, ka = pe.fused_qk(q, k, q_pos, k_pos)
+    assert qa.shape == (2, H, 7, D // H + D) and ka.shape == (2, H, 12, D // H + D)
+    qu, _ = pe.transform_qk(q, k, q_pos, k_pos)
+    expected = qu @ k.transpose(-1, -2) / math.sqrt(D // H) + pe.logits_bias(q, q_pos, k_pos)
+    torch.testing.assert_close(qa @ ka.transpose(-1, -2) / math.sqrt(D // H), expected, atol=1e-5, rtol=1e-5)
+    mha = MultiHeadAttention(D, H)
+    x, pad = torch.randn(2, 11, D), make_pad_mask(torch.tensor([11, 8]), 11)
+    with torch.no_grad():
+        mha.use_reference = True
+        ref, _ = mha(x, pad, pe=pe, causal=causal)
+    mha.use_reference = False
+    orig = attention.FUSED_GRAD_MIN_KEYS
+    attention.FUSED_GRAD_MIN_KEYS = 0
+    try:
+        fast, _ = mha(x, pad, pe=pe, causal=causal)  # grad enabled: the widened path
+    finally:
+        attention.FUSED_GRAD_MIN_KEYS = orig
+    torch.testing.assert_close(fast[0], ref[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast[1, :8], ref[1, :8], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 32, 25, 4, 16), (3, 144, 250, 16, 64), (2, 16, 7, 16, 65), (1, 8, 40, 2, 17)])
+def test_fft_grouped_conv_equals_conv1d(shape):
+    B, C, T, groups, k = shape
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(B, C, T, generator=g), torch.randn(C, C // groups, k, generator=g) * 0.1, torch.randn(C, generator=g)
+    ref = F.conv1d(x, w, b, padding=k // 2, groups=groups)
+    out = grouped_conv1d_fft(x, w, b, k // 2, groups)
+    assert out.shape == ref.shape
+    torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-5)
+
+
+def test_fast_fft_lengths():
+    assert [_fast_len(n) for n in (1, 7, 11, 97, 1000, 90_063)] == [1, 8, 12, 100, 1000, 91_125]  # 91 125 = 3⁶·5³
+    for n in (7, 97, 90_063):
+        m = _fast_len(n)
+        while m % 2 == 0:
+            m //= 2
+        while m % 3 == 0:
+            m //= 3
+        while m % 5 == 0:
+            m //= 5
+        assert m == 1
+
+
+def test_conv_pe_long_kernel_uses_fft_and_matches_conv1d():
+    torch.manual_seed(0)
+    pe = build_positional("conv", d_model=D, n_heads=H, n_layers=1, frame_shift_s=0.04).input  # 64 taps
+    x, lengths = torch.randn(2, 90, D), torch.tensor([90, 50])
+    out = pe(x, lengths)
+    xz = x.masked_fill(make_pad_mask(lengths, 90)[..., None], 0.0).transpose(1, 2)
+    y = F.conv1d(xz, pe.conv.weight, pe.conv.bias, padding=32, groups=pe.groups)[..., :-1]  # SamePad
+    torch.testing.assert_close(out, x + F.gelu(y).transpose(1, 2), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("q_range,k_range", [((0, 7), (0, 7)), ((3, 10), (0, 12)), ((100, 104), (0, 5)), ((0, 3), (50, 61))])
+def test_toeplitz_layout(q_range, k_range):
+    q_pos, k_pos = torch.arange(*q_range), torch.arange(*k_range)
+    offsets = descending_offsets(q_pos, k_pos)
+    table = torch.randn(3, offsets.numel())
+    lookup = {int(o): i for i, o in enumerate(offsets)}
+    expected = torch.stack([torch.stack([table[:, lookup[int(i - j)]] for j in k_pos], -1) for i in q_pos], -2)
+    assert torch.equal(toeplitz(table, q_pos.numel(), k_pos.numel()), expected)
+    assert descending_offsets(torch.tensor([0, 2]), k_pos) is None  # not a range
+
+
+@pytest.mark.parametrize("beyond", ["clip", "zero"])
+@pytest.mark.parametrize("k", [1, 3, 64])
+def test_shaw_row_layout_equals_gather(beyond, k):
+    torch.manual_seed(0)
+    pe = ShawPE(D, H, max_distance=k, beyond=beyond)
+    q = torch.randn(2, H, 7, D // H)
+    for q_pos, k_pos in [(torch.arange(7), torch.arange(7)), (torch.arange(3, 10), torch.arange(12)),
+                         (torch.arange(100, 107), torch.arange(5)), (torch.arange(7), torch.arange(50, 60))]:
+        fast = pe.logits_bias(q, q_pos, k_pos)
+        idx = pe._buckets(q_pos, k_pos)  # (Tq, Tk) table rows, 2k + 1 = the zero row
+        table = torch.cat([pe.key_table, torch.zeros(1, D // H)]) if beyond == "zero" else pe.key_table
+        expected = torch.einsum("bhqd,qkd->bhqk", q, table[idx]) / math.sqrt(D // H)
+        torch.testing.assert_close(fast, expected, atol=1e-6, rtol=1e-5)
+
+
+def test_rel_shift_view_of_non_contiguous_input():
+    x = torch.randn(2, 3, 9, 5).transpose(-1, -2)  # (2, 3, 5, 9): Tq = 5, Tk = 5, non-contiguous
+    torch.testing.assert_close(rel_shift(x), rel_shift_naive(x), rtol=0, atol=0)
