@@ -117,10 +117,13 @@ class Encoder(nn.Module):
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, return_attention: bool = False):
         assert x.dim() == 3 and x.size(-1) == self.d_model, f"expected (B, T, {self.d_model}), got {tuple(x.shape)}"
         pad_mask = make_pad_mask(lengths, x.size(1))  # (B, T)
+        # no padded frame (one long recording, equal lengths): the layers skip every masking step
+        # (a (B, H, block, T) combine per attention block in long-form inference)
+        layer_mask = pad_mask if bool(pad_mask.any()) else None
         x = self.input_dropout(self.pe.forward_input(x, lengths))
         attn = []
         for i, layer in enumerate(self.layers):
-            x, w = layer(x, pad_mask, pe=self.pe.layer(i), need_weights=return_attention)
+            x, w = layer(x, layer_mask, pe=self.pe.layer(i), need_weights=return_attention)
             attn.append(w)
         x = self.final_norm(x).masked_fill(pad_mask[..., None], 0.0)
         return (x, lengths, attn) if return_attention else (x, lengths)

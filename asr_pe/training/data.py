@@ -149,8 +149,14 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
             n = features.num_frames(int(round(duration * features.sample_rate)))
             return int(frontend.output_lengths(torch.tensor([n]))[0])
 
+        n_read = len(train)
         train, rep = filter_for_ctc(train, tokenizer, 1.0 / frontend.frame_shift_s, encoder_frames=encoder_frames)
         report["train_ctc_infeasible"] = rep["dropped"]
+        if not train:
+            raise ValueError(
+                f"none of the {n_read} training utterances is long enough for its transcript under CTC at "
+                f"{frontend.frame_shift_s * 1000:.0f} ms encoder frames (e.g. {rep['ids'][:3]})"
+            )
     report["train_used"] = len(train)
     report["train_hours"] = sum(u.duration for u in train) / 3600
     report["train_max_duration"] = max(u.duration for u in train)

@@ -6,7 +6,7 @@ from pathlib import Path
 from asr_pe.data.manifest import read_manifest
 from asr_pe.data.synth import prepare_synth
 
-from conftest import TINY_SYNTH
+from e2e_helpers import TINY_SYNTH
 
 
 def test_synth_longform_from_test_split(tiny_synth_root):

@@ -15,7 +15,7 @@ from asr_pe.data.manifest import read_manifest, write_manifest
 from asr_pe.training.evaluate import evaluate_run
 from asr_pe.training.train import train
 
-from conftest import TINY_MODEL, compose_train, synth_overrides
+from e2e_helpers import TINY_MODEL, compose_train, synth_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 
