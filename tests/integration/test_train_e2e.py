@@ -134,3 +134,18 @@ def test_study_runner_skips_finished_and_resumes_interrupted(tiny_synth_root, tm
     assert r.returncode == 0, r.stderr[-2000:]
     assert "finished run, skipped" not in r.stdout
     assert (run / "eval" / "longform" / "buckets.csv").exists()
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes(tiny_synth_root, tmp_path):
+    """trainer=ddp on 2 CPU processes (gloo): each rank trains on its own share of batches and
+    rank 0 writes the checkpoint and the evaluation."""
+    run = tmp_path / "run"
+    r = run_cli("train.py", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
+                "trainer.precision=32-true", "trainer.max_steps=3", f"run_dir={run}", "pe=rope",
+                "encoder=transformer", "data.num_workers=0", *TINY_MODEL, *synth_overrides(tiny_synth_root))
+    assert r.returncode == 0, r.stderr[-3000:]
+    import torch
+
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+    assert (run / "eval" / "test" / "buckets.csv").exists()
