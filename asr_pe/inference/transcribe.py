@@ -11,8 +11,9 @@ import functools
 import resource
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -90,7 +91,7 @@ def transcribe_file(
     from asr_pe.training.evaluate import decode_batch, load_run
 
     decode = dict(decode or {"method": "greedy"})
-    cfg, model, tokenizer, extractor, cmvn, ckpt = load_run(run_dir, checkpoint, device)
+    _, model, tokenizer, extractor, cmvn, ckpt = load_run(run_dir, checkpoint, device)
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
         decode["method"] = "attention"
     encode = make_encode_fn(model, mode, block_size=block_size, chunk_s=chunk_s, overlap_s=overlap_s)

@@ -10,8 +10,9 @@ Paths (all give the same result to float tolerance; tests hold them to it):
   gradient for the mask and torch then falls back to its unfused math path. Above
   ``FUSED_GRAD_MIN_KEYS`` keys, ``_SDPAWithBiasGrad`` keeps the fused forward and writes the
   backward out, and a PE that can fold its bias into wider q/k (``AttentionPE.fused_qk``:
-  Transformer-XL) runs through the fused kernel with no bias at all; below it the explicit
-  path is faster (its scores are kept for the backward);
+  Transformer-XL) runs through SDPA with no bias at all (on CPU that is torch's math path:
+  the fused CPU kernel needs q, k and v of one width; padding v to it measured slower); below
+  it the explicit path is faster (its scores are kept for the backward);
 * explicit: softmax(QKᵀ/√d + bias)·V written out (``attention_explicit``: scale on q, bias
   and masks applied in place) for short learned biases, with attention dropout on a learned
   bias, for PEs that need the weights (``fused_ok = False``) and for every bias when
@@ -106,26 +107,38 @@ FUSED_GRAD_MIN_KEYS = 768
 
 
 class _SDPAWithBiasGrad(torch.autograd.Function):
-    """softmax(QKᵀ·scale + mask)·V for a float mask that needs a gradient (a learned bias).
+    """softmax(QKᵀ·scale + bias + masks)·V for a bias that needs a gradient (a learned bias).
 
-    Forward: the fused kernel (no (B, H, Tq, Tk) tensor kept). Backward: written out, once —
-    S and P = softmax(S) are recomputed, dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)), then
-    dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dO and d(mask) = dS summed over the mask's
-    broadcast dimensions. No dropout (callers use the explicit path when dropout is on)."""
+    Forward: the fused kernel with bias, padding and causal mask combined into one float mask,
+    dropped afterwards. Saved for the backward: q, k, v, out and the bias as given (a (1, H,
+    Tq, Tk) T5 table, not a (B, H, Tq, Tk) combination with the padding). Backward: written
+    out once — S and P = softmax(S) are recomputed, dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)),
+    then dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dO and d(bias) = dS summed over the
+    bias's broadcast dimensions (0 at hidden keys, where P is 0). No dropout (callers use the
+    explicit path when dropout is on)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, scale):
+    def forward(ctx, q, k, v, bias, key_padding_mask, future, scale):
+        mask = bias.detach()
+        if key_padding_mask is not None:
+            mask = mask.masked_fill(key_padding_mask[:, None, None, :], torch.finfo(q.dtype).min)
+        if future is not None:
+            mask = mask.masked_fill(future, torch.finfo(q.dtype).min)
         # detached: torch picks its unfused math kernel for a mask that requires grad, even here
-        out = F.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), attn_mask=mask.detach(), scale=scale)
-        ctx.save_for_backward(q, k, v, mask, out)
+        out = F.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), attn_mask=mask, scale=scale)
+        ctx.save_for_backward(q, k, v, bias, out, key_padding_mask, future)
         ctx.scale = scale
         return out
 
     @staticmethod
     def backward(ctx, d_out):
-        q, k, v, mask, out = ctx.saved_tensors
+        q, k, v, bias, out, key_padding_mask, future = ctx.saved_tensors
         scale = ctx.scale
-        scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale).add_(mask)  # (B, H, Tq, Tk)
+        scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale).add_(bias)  # (B, H, Tq, Tk)
+        if key_padding_mask is not None:
+            scores.masked_fill_(key_padding_mask[:, None, None, :], torch.finfo(scores.dtype).min)
+        if future is not None:
+            scores.masked_fill_(future, torch.finfo(scores.dtype).min)
         p = torch.softmax(scores.float(), dim=-1).to(q.dtype)
         del scores
         d_v = torch.matmul(p.transpose(-2, -1), d_out)  # (B, H, Tk, d)
@@ -134,11 +147,13 @@ class _SDPAWithBiasGrad(torch.autograd.Function):
         del p
         d_q = torch.matmul(d_s, k).mul_(scale)
         d_k = torch.matmul(d_s.transpose(-2, -1), q).mul_(scale)
-        d_mask = None
+        d_bias = None
         if ctx.needs_input_grad[3]:
-            dims = [i for i, (n, m) in enumerate(zip(d_s.shape, mask.shape)) if m == 1 and n != 1]
-            d_mask = d_s.sum(dim=dims, keepdim=True) if dims else d_s
-        return d_q, d_k, d_v, d_mask, None
+            lead = d_s.dim() - bias.dim()  # a bias of fewer dims broadcasts over the leading ones
+            dims = list(range(lead)) + [lead + i for i, m in enumerate(bias.shape) if m == 1 and d_s.size(lead + i) != 1]
+            d_bias = d_s.sum(dim=dims, keepdim=True) if dims else d_s
+            d_bias = d_bias.reshape(bias.shape)
+        return d_q, d_k, d_v, d_bias, None, None, None
 
 
 class MultiHeadAttention(nn.Module):
@@ -197,7 +212,7 @@ class MultiHeadAttention(nn.Module):
         block = self.block_size if (self.block_size and Tq > self.block_size and not need_weights) else Tq
         if pe is not None and self._try_fused_qk(pe, need_weights, k.size(2)):
             widened = pe.fused_qk(q, k, q_pos, k_pos)
-            if widened is not None:  # the PE's whole logit as one dot product: fused kernel, no bias
+            if widened is not None:  # the PE's whole logit as one dot product: SDPA, no bias
                 out = self._attend_widened(*widened, v, key_padding_mask, causal, block, q_pos, k_pos, pe)
                 return self.out_proj(out.transpose(1, 2).reshape(B, Tq, D)), None  # (B, Tq, D)
         q_raw = q
@@ -254,11 +269,12 @@ class MultiHeadAttention(nn.Module):
                 keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk) True = attend
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p)
             else:
-                mask = _combine_mask(bias, key_padding_mask, causal_offset, q_pos, k_pos, q.dtype)
-                if (mask.requires_grad and q.device.type == "cpu" and self.bias_mode == "auto"
+                if (bias is not None and bias.requires_grad and q.device.type == "cpu" and self.bias_mode == "auto"
                         and torch.is_grad_enabled()):
-                    out = _SDPAWithBiasGrad.apply(q, k, v, mask, 1.0 / math.sqrt(q.size(-1)))
+                    future = (k_pos[None, :] > q_pos[:, None]) if causal else None  # (Tq, Tk)
+                    out = _SDPAWithBiasGrad.apply(q, k, v, bias, key_padding_mask, future, 1.0 / math.sqrt(q.size(-1)))
                 else:
+                    mask = _combine_mask(bias, key_padding_mask, causal_offset, q_pos, k_pos, q.dtype)
                     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         if pe is not None:
             out = pe.mix_output(out, v, q_pos, k_pos, key_padding_mask)
@@ -268,10 +284,11 @@ class MultiHeadAttention(nn.Module):
 
     def _try_fused_qk(self, pe: AttentionPE, need_weights: bool, n_keys: int) -> bool:
         """Widened q/k (``AttentionPE.fused_qk``) replace a learned bias when training on CPU:
-        the fused kernel's backward then gives every gradient, where a bias would need the
-        (B, H, T, T) score gradient written out (Transformer-XL, B = 8, fwd+bwd: 1.45x faster than
-        the explicit path at T = 1000, slower at T <= 500, hence ``FUSED_GRAD_MIN_KEYS``).
-        Inference keeps the bias through SDPA, which measured faster there."""
+        SDPA's own backward then gives every gradient, with no bias tensor, no rel_shift and no
+        written-out backward (Transformer-XL, B = 8, fwd+bwd: 1.4x faster than the explicit path
+        at T = 1000, slower at T <= 500, hence ``FUSED_GRAD_MIN_KEYS``). On CPU SDPA runs its
+        math path for these (q/k wider than v), so the (B, H, T, T) probabilities are still
+        stored. Inference keeps the bias through SDPA's fused kernel, faster there."""
         return (self.bias_mode == "auto" and not need_weights and not self.use_reference and pe.fused_ok
                 and torch.is_grad_enabled() and self.in_proj.weight.device.type == "cpu"
                 and n_keys >= FUSED_GRAD_MIN_KEYS)

@@ -6,14 +6,20 @@ import pytest
 import torch
 from torch import nn
 
-from asr_pe.inference.chunked import Window, chunk_windows, encode_chunked, encode_chunks, seconds_to_frames
+from asr_pe.inference.chunked import (
+    Window,
+    chunk_windows,
+    encode_chunked,
+    encode_chunks,
+    seconds_to_frames,
+)
 from asr_pe.models.asr import build_asr_model
 
 
 @pytest.mark.parametrize("overlap", [0, 1, 4, 9])
 @pytest.mark.parametrize("chunk", [1, 3, 7, 10])
 def test_windows_partition_the_frames_with_context(chunk, overlap):
-    for n in range(0, 41):
+    for n in range(41):
         windows = chunk_windows(n, chunk, overlap)
         kept = [t for w in windows for t in range(w.keep_start, w.keep_end)]
         assert kept == list(range(n)), (n, chunk, overlap)  # every frame once, in order
@@ -84,7 +90,8 @@ def tiny_model(pe, seed=0):
     torch.manual_seed(seed)
     return build_asr_model(
         vocab_size=12, in_features=20, frontend={"kind": "conv2d", "channels": 8},
-        encoder=dict(kind="conformer", d_model=D, n_heads=4, n_layers=2, ffn_dim=32, conv_kernel=5, dropout=0.0),
+        encoder={"kind": "conformer", "d_model": D, "n_heads": 4, "n_layers": 2, "ffn_dim": 32, "conv_kernel": 5,
+                 "dropout": 0.0},
         pe=pe,
     ).eval()
 

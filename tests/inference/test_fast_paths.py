@@ -15,8 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import asr_pe.models.attention as attention
-from asr_pe.models import build_encoder
+from asr_pe.models import attention, build_encoder
 from asr_pe.models.attention import MultiHeadAttention, make_pad_mask
 from asr_pe.models.positional import build_positional
 from asr_pe.models.positional.base import descending_offsets, toeplitz
@@ -52,7 +51,7 @@ def test_fused_training_paths_equal_reference_with_gradients(pe, kind, monkeypat
     torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
     assert fast_grads.keys() == ref_grads.keys()
     for n in ref_grads:
-        torch.testing.assert_close(fast_grads[n], ref_grads[n], atol=1e-5, rtol=1e-4, msg=lambda m: f"{n}: {m}")
+        torch.testing.assert_close(fast_grads[n], ref_grads[n], atol=1e-5, rtol=1e-4, msg=lambda m, n=n: f"{n}: {m}")
 
 
 def test_the_paths_are_actually_taken(monkeypatch):

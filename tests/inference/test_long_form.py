@@ -6,7 +6,12 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from asr_pe.inference.long_form import auto_block_size, encode_full, frontend_in_chunks, resolve_block_size
+from asr_pe.inference.long_form import (
+    auto_block_size,
+    encode_full,
+    frontend_in_chunks,
+    resolve_block_size,
+)
 from asr_pe.models import build_encoder
 from asr_pe.models.asr import build_asr_model
 from asr_pe.models.frontend import Conv1dSubsampling, Conv2dSubsampling
@@ -26,8 +31,8 @@ def tiny_model(pe, seed=0, layers=2, frontend=None):
     torch.manual_seed(seed)
     return build_asr_model(
         vocab_size=12, in_features=20, frontend=frontend or {"kind": "conv2d", "channels": 8},
-        encoder=dict(kind="conformer", d_model=D, n_heads=H, n_layers=layers, ffn_dim=32, conv_kernel=5,
-                     dropout=0.0),
+        encoder={"kind": "conformer", "d_model": D, "n_heads": H, "n_layers": layers, "ffn_dim": 32,
+                 "conv_kernel": 5, "dropout": 0.0},
         pe=pe_spec(pe),
     ).eval()
 
@@ -64,7 +69,7 @@ def test_encode_full_equals_plain_encode_for_every_pe(name):
         for block in (7, 32):
             out, out_len = encode_full(model, feats, lengths, block_size=block, frontend_chunk=11)
             assert torch.equal(out_len, ref_len)
-            torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5, msg=lambda m: f"block {block}: {m}")
+            torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5, msg=lambda m, block=block: f"block {block}: {m}")
     assert all(layer.attn.block_size is None for layer in model.encoder.layers), "block size not restored"
 
 
@@ -85,7 +90,7 @@ def test_blocked_backward_equals_unblocked(name):
         (out * proj).sum().backward()
         grads.append({n: p.grad.clone() for n, p in enc.named_parameters()})
     for n in grads[0]:
-        torch.testing.assert_close(grads[1][n], grads[0][n], atol=1e-5, rtol=1e-4, msg=lambda m: f"{n}: {m}")
+        torch.testing.assert_close(grads[1][n], grads[0][n], atol=1e-5, rtol=1e-4, msg=lambda m, n=n: f"{n}: {m}")
 
 
 class LargestTensor(TorchDispatchMode):

@@ -16,7 +16,11 @@ from omegaconf import OmegaConf
 from asr_pe.data.features import FbankExtractor, GlobalCMVN
 from asr_pe.data.manifest import Utterance, write_manifest
 from asr_pe.data.tokenizer import build_tokenizer
-from asr_pe.inference.transcribe import features_in_chunks, make_encode_fn, transcribe_file
+from asr_pe.inference.transcribe import (
+    features_in_chunks,
+    make_encode_fn,
+    transcribe_file,
+)
 from asr_pe.models.asr import build_asr_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +96,7 @@ def test_cli_prints_transcript_time_and_memory(run_dir, audio, tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "transcribe.py"), f"run={run_dir}", f"audio={audio}", "mode=chunked",
          "chunk_s=4", "overlap_s=1", "threads=1", f"output={out_json}"],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300, check=False,
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out_json.read_text())
@@ -105,7 +109,7 @@ def test_cli_prints_transcript_time_and_memory(run_dir, audio, tmp_path):
 def test_cli_missing_audio_is_one_line(run_dir, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, str(ROOT / "transcribe.py"), f"run={run_dir}", "audio=/nope.wav"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300, check=False)
     assert proc.returncode == 2 and "error:" in proc.stderr and "/nope.wav" in proc.stderr
     assert "Traceback" not in proc.stderr
 

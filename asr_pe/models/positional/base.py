@@ -53,8 +53,9 @@ class AttentionPE(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Optional: widened (q', k'), (B, H, Tq, d'), (B, H, Tk, d'), whose dot products are the
-        whole logit (content + ``logits_bias``) times √d, d the head width — so the fused
-        kernel can run without a bias tensor. ``q``, ``k`` are untransformed. None: not offered."""
+        whole logit (content + ``logits_bias``) times √d, d the head width — so SDPA can run
+        without a bias tensor (``MultiHeadAttention`` uses it for learned biases in CPU
+        training). ``q``, ``k`` are untransformed. None: not offered."""
         return None
 
     def value_term(

@@ -34,7 +34,6 @@ from torch.nn.utils.parametrizations import weight_norm
 
 from .base import InputPE, register_input_pe
 
-
 FFT_MIN_KERNEL = 16
 
 
@@ -61,7 +60,7 @@ def grouped_conv1d_fft(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     [k − 1, n − 1] (n = len(x_p)), where a circular convolution of any length L >= n does not
     wrap, so one rfft of length L >= n per channel suffices. Groups become a batched
     (C_out/groups × C/groups) complex product per frequency."""
-    B, C, T = x.shape
+    B = x.size(0)
     C_out, C_g, k = weight.shape
     G, O_g = groups, C_out // groups
     xp = F.pad(x, (padding, padding))  # (B, C, n)

@@ -33,7 +33,6 @@ from torch import nn
 from .base import AttentionPE, register_attention_pe
 from .sinusoidal import sinusoid
 
-
 # Position tables shared by the query blocks of one attention call, keyed by the id of that
 # call's key-position tensor and dropped when the tensor is (weakref.finalize): scoped to one
 # call without any hook to say when a call ends.
@@ -151,7 +150,7 @@ class RelativePE(AttentionPE):
         return full[:, start: start + Tq + Tk - 1]  # (H, Tq + Tk − 1, d)
 
     def fused_qk(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """The whole score as one dot product, for the fused kernel: (q', k') of width d + D with
+        """The whole score as one dot product, for SDPA without a bias: (q', k') of width d + D with
         q'_i·k'_j = (q_i + u)·k_j + (q_i + v)·p_{i−j} (then scaled by 1/√d as usual).
 
         p_h(r) = W_h·R(r), W_h the head's (d, D) rows of W_pos, so (q_i + v)·p_h(i − j) =
@@ -159,9 +158,9 @@ class RelativePE(AttentionPE):
         sin((i−j)ω) = s_i c_j − c_i s_j, cos((i−j)ω) = c_i c_j + s_i s_j, hence
         a_i·R(i − j) = Σ_k c_j (a_2k s_i + a_2k+1 c_i) + s_j (a_2k+1 s_i − a_2k c_i):
         queries get [a_2k s_i + a_2k+1 c_i, a_2k+1 s_i − a_2k c_i]_k, keys [c_j, s_j]_k.
-        Exact (angles in float64), no (Tq, Tk) tensor, and the fused kernel's own backward
-        gives every gradient; costs a (d + D)-wide QKᵀ instead of a d-wide one."""
-        B, H, Tq, d = q.shape
+        Exact (angles in float64), no bias tensor, and SDPA's own backward gives every
+        gradient; costs a (d + D)-wide QKᵀ instead of a d-wide one."""
+        B, H, _, d = q.shape
         w = self.linear_pos.weight.to(q.dtype).view(H, d, self.d_model)  # (H, d, D): W_h
         a = torch.matmul(q + self.pos_bias_v.to(q.dtype)[None, :, None, :], w)  # (B, H, Tq, D)
         omega = torch.exp(-math.log(self.base) * torch.arange(0, self.d_model, 2, device=q.device,
