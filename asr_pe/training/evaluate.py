@@ -96,7 +96,8 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     over = OmegaConf.create(OmegaConf.to_container(cfg_overrides, resolve=True) if isinstance(cfg_overrides, DictConfig)
                             else dict(cfg_overrides or {}))
     eval_cfg = over.get("eval") or {}
-    decode = OmegaConf.to_container(over.get("decode") or {"method": "greedy"}, resolve=True)
+    decode = (OmegaConf.to_container(over.decode, resolve=True) if over.get("decode") is not None
+              else {"method": "greedy"})
     cfg, model, tokenizer, features, cmvn, ckpt = load_run(run_dir, eval_cfg.get("checkpoint", "best"), device)
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
         decode["method"] = "attention"
