@@ -9,7 +9,7 @@
 #   stage 5  evaluate every run on the short and long-form test sets (skips finished sets)
 #   stage 6  WER-vs-length figures, one per test set, across all runs
 #
-# Usage: recipes/librispeech/run.sh [--stage N] [--stop_stage M] [--name value ...]
+# Usage: recipes/tedlium3/run.sh [--stage N] [--stop_stage M] [--name value ...]
 # Every variable below can be set with --name value (or --name=value); see README.md.
 set -euo pipefail
 

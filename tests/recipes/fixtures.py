@@ -47,8 +47,14 @@ LIBRISPEECH_LAYOUT: dict[str, dict[str, dict[str, list[tuple[int, str]]]]] = {
 }
 
 
-def make_librispeech_tree(root: str | Path, layout=LIBRISPEECH_LAYOUT) -> dict[str, list[LsUtt]]:
-    """Write ``root/LibriSpeech/<part>/<spk>/<chap>/...``; return {part: expected utterances in order}."""
+def make_librispeech_tree(
+    root: str | Path, layout=LIBRISPEECH_LAYOUT, *, seconds_per_char: float | None = None
+) -> dict[str, list[LsUtt]]:
+    """Write ``root/LibriSpeech/<part>/<spk>/<chap>/...``; return {part: expected utterances in order}.
+
+    Clips are 0.3-0.9 s by default (fast to prepare); ``seconds_per_char`` makes each clip
+    0.5 s + that much per transcript character, long enough for a CTC model to train on.
+    """
     root = Path(root)
     expected: dict[str, list[LsUtt]] = {}
     seed = 0
@@ -63,6 +69,8 @@ def make_librispeech_tree(root: str | Path, layout=LIBRISPEECH_LAYOUT) -> dict[s
                     uid = f"{spk}-{chap}-{utt:04d}"
                     seed += 1
                     n = 4000 + 800 * seed  # 0.3 s, 0.35 s, ... : all distinct
+                    if seconds_per_char is not None:
+                        n += int(SR * (0.25 + seconds_per_char * len(text)))
                     sf.write(chap_dir / f"{uid}.flac", _tone(n, seed), SR, format="FLAC", subtype="PCM_16")
                     lines.append(f"{uid} {text}\n")
                     want = LsUtt(uid, " ".join(text.lower().split()), n, f"{spk}-{chap}")
