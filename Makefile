@@ -30,8 +30,11 @@ test-all: install
 bench: install
 	$(BIN)/python scripts/bench_attention.py
 
+# The embedded length study: corpus + long-form set, 12 PEs x 2 seeds (2 single-thread runs at a
+# time), report. Resumable: re-running skips finished runs.
 study: install
-	$(BIN)/python train.py -m experiment=synth_study
+	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 0 --stop_stage 0
+	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 2 --stop_stage 3 --jobs 2
 
 clean-venv:
 	rm -rf $(VENV)
