@@ -316,11 +316,12 @@ def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: 
     from matplotlib.backends.backend_agg import FigureCanvasAgg   # no global backend switch
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.5, 4.8), dpi=150)
+    fig = Figure(figsize=(9.5, 4.8), dpi=150)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    colors = [f"C{i % 10}" for i in range(len(series))]
-    for s, color in zip(series, colors):
+    # 10 colours, then the same colours dashed: every label stays distinguishable (a study has 12+)
+    styles = [(f"C{i % 10}", "-" if i < 10 else "--") for i in range(len(series))]
+    for s, (color, line) in zip(series, styles):
         bs = [b for b in s.buckets if b != ALL_LABEL and not math.isnan(s.value[b])
               and s.mean_duration[b] > 0]
         if not bs:
@@ -330,7 +331,7 @@ def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: 
         lo = np.array([s.ci_low[b] for b in bs])
         hi = np.array([s.ci_high[b] for b in bs])
         n_seeds = len(s.runs)
-        ax.plot(x, y, "-o", color=color, lw=1.8, ms=4,
+        ax.plot(x, y, marker="o", ls=line, color=color, lw=1.8, ms=4,
                 label=f"{s.label} ({n_seeds} seed{'s' if n_seeds > 1 else ''})")
         ok = ~(np.isnan(lo) | np.isnan(hi))
         ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.18, lw=0)
@@ -351,7 +352,7 @@ def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: 
     ax.set_ylabel(f"{metric.upper()} (%)")
     ax.set_title(title or f"{metric.upper()} vs input length — {test_set}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a line
     fig.tight_layout()
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.tmp.png")
