@@ -120,8 +120,7 @@ if run_stage 4; then
   for pe in $pes; do
     run="$runs_dir/$pe"
     if compgen -G "$run/eval/*/buckets.csv" > /dev/null; then log "  $pe: done ($run/eval exists)"; continue; fi
-    # shellcheck disable=SC2086  # $extra holds several overrides on purpose
-    # shellcheck disable=SC2046,SC2086  # the part lists split into words on purpose
+    # shellcheck disable=SC2086  # $extra and the part lists split into words on purpose
     "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
       data.corpus.manifest_dir="$manifest_dir" data.corpus.train="$(hydra_list $train_parts)" \
       data.corpus.dev="$(hydra_list $dev_parts)" data.corpus.test="$(hydra_list $test_parts)" $extra

@@ -180,7 +180,9 @@ def _assert_runs_evaluated_and_plotted(work: Path, pes: list[str], sets: list[st
         assert (run_dir / "checkpoints" / "last.ckpt").exists(), pe
         for s in sets:
             per_utt = (run_dir / "eval" / s / "per_utt.jsonl").read_text().splitlines()
-            assert per_utt and (run_dir / "eval" / s / "buckets.csv").exists(), (pe, s)
+            # every utterance of the test manifest is scored: none silently lost
+            assert len(per_utt) == len(read_manifest(work / "manifests" / f"{s}.jsonl")), (pe, s)
+            assert (run_dir / "eval" / s / "buckets.csv").exists(), (pe, s)
     for s in sets:
         assert {p.name for p in (work / "plots" / s).iterdir()} >= {
             "wer_vs_length.png", "wer_vs_length.csv", "wer_vs_length.md"}, s
@@ -200,6 +202,9 @@ def test_librispeech_stages_0_to_6_for_real_on_a_fixture_corpus(build, tmp_path)
     long_form = read_manifest(work / "manifests" / "test-clean_long.jsonl")
     assert long_form and all(u.duration > 5.0 for u in long_form)  # both test utterances joined
     _assert_runs_evaluated_and_plotted(work, ["none", "rope"], ["test-clean", "test-clean_long"])
+    # stage 4 trained on the parts given to run.sh, not the config's 960 h default
+    config = (work / "runs" / "none" / "config.yaml").read_text()
+    assert "- dev-clean" in config and "train-clean-100" not in config
     again = run(LIBRI, *args, timeout=300)
     assert "none: done" in again.stdout and "rope: all test sets evaluated" in again.stdout
 
