@@ -12,7 +12,8 @@ Frame alignment with the front end: the chunks are cut on the *encoder* frame gr
 the front end. The front end (a strided conv stack, total stride S, receptive field R; Conv2d
 4x: S = 4, R = 7 feature frames) is run over the whole recording exactly —
 ``long_form.frontend_in_chunks``, in time pieces that overlap by R − S frames — so encoder
-frame t always comes from feature frames [S·t, S·t + R), whichever chunk it lands in. A
+frame t always comes from feature frames [S·t, S·t + R), whichever chunk it lands in (an
+optional context conv, ``context_kernel``, then runs once over all encoder frames). A
 chunk [s, e) of encoder frames therefore corresponds to feature frames [S·s, S·(e − 1) + R),
 and chunk boundaries never fall between the frames of one subsampling window. Cutting the
 features instead and running the front end per chunk gives the same frames when the feature

@@ -45,7 +45,7 @@ def _receptive_field(frontend: nn.Module) -> tuple[int, int] | None:
     """(stride S, receptive field R) of a front end whose output frame t reads input frames
     [S·t, S·t + R), or None if the front end does not declare them consistently."""
     S = getattr(frontend, "factor", None)
-    if S is None or not hasattr(frontend, "min_input_frames") or not hasattr(frontend, "output_lengths"):
+    if S is None or not all(hasattr(frontend, a) for a in ("min_input_frames", "output_lengths", "subsample")):
         return None
     S, R = int(S), int(frontend.min_input_frames())
     probe = torch.tensor([R, S + R, 5 * S + R + S - 1])
@@ -65,6 +65,8 @@ def frontend_in_chunks(
     [S·a, S·(b − 1) + R): chunks overlap by R − S input frames and start on multiples of S, so
     every chunk sees exactly the windows of the whole-input pass. Padded frames are zeroed
     once for the whole input, as the front end itself does, so padding behaves identically.
+    The front end's optional context conv (``context_kernel``) runs once on the joined output:
+    it is a short convolution over (B, T', D), linear in T.
     """
     B, T, _ = features.shape
     rf = _receptive_field(frontend)
@@ -78,10 +80,12 @@ def frontend_in_chunks(
         b = min(total, a + chunk_frames)
         piece = x[:, S * a: S * (b - 1) + R]  # (B, S·(b − a − 1) + R, F)
         full = torch.full((B,), piece.size(1), dtype=lengths.dtype, device=lengths.device)
-        y, _ = frontend(piece, full)  # (B, b − a, D)
+        y, _ = frontend.subsample(piece, full)  # (B, b − a, D)
         assert y.size(1) == b - a, f"front-end chunk [{a}, {b}) gave {y.size(1)} frames"
         outs.append(y)
-    return torch.cat(outs, dim=1), frontend.output_lengths(lengths)  # (B, T', D)
+    y, out_lengths = torch.cat(outs, dim=1), frontend.output_lengths(lengths)  # (B, T', D)
+    context = getattr(frontend, "context", None)
+    return (y if context is None else context(y, out_lengths)), out_lengths
 
 
 def _block_sizes(encoder: nn.Module) -> list[Any]:

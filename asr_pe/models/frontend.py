@@ -4,6 +4,11 @@
 * ``Conv1dSubsampling`` (CAPE's TED-LIUM/LibriSpeech front end): Conv1d kernel 7 stride 3 with
   GLU, 30 ms frames.
 
+Both take ``context_kernel=k``: a Conv1d over the output frames (kernel k, "same" padding, ReLU,
+residual) that widens the receptive field by (k - 1) output frames. A position-free encoder sees
+order only through its front end, so this is the knob that lets ``pe=none`` and the input-stage
+PEs resolve neighbouring characters (see recipes/synth/RESULTS.md).
+
 Padded input frames are zeroed before convolving so that no padding leaks into valid outputs,
 and output lengths count only frames whose receptive field lies inside the valid input.
 """
@@ -16,8 +21,23 @@ from torch import nn
 from .attention import make_pad_mask
 
 
+class TemporalContext(nn.Module):
+    """x + ReLU(Conv1d_k(x)) over time on (B, T, D) frames; padded frames are zeroed first so the
+    "same" padding of the last valid frames sees silence, not whatever the padding holds."""
+
+    def __init__(self, d_model: int, kernel: int):
+        super().__init__()
+        assert kernel % 2 == 1, f"context_kernel must be odd, got {kernel}"
+        self.conv = nn.Conv1d(d_model, d_model, kernel, padding=kernel // 2)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        x = x.masked_fill(make_pad_mask(lengths, x.size(1))[..., None], 0.0)
+        return x + torch.relu(self.conv(x.transpose(1, 2))).transpose(1, 2)  # (B, T', D)
+
+
 class Conv2dSubsampling(nn.Module):
-    def __init__(self, in_features: int, d_model: int, channels: int | None = None, factor: int = 4):
+    def __init__(self, in_features: int, d_model: int, channels: int | None = None, factor: int = 4,
+                 context_kernel: int = 0):
         super().__init__()
         assert factor in (4, 6, 8), f"Conv2dSubsampling supports factor 4, 6 or 8, got {factor}"
         channels = channels or d_model
@@ -30,6 +50,7 @@ class Conv2dSubsampling(nn.Module):
             c_in, f = channels, (f - k) // s + 1
         self.conv = nn.Sequential(*layers)
         self.out = nn.Linear(channels * f, d_model)
+        self.context = TemporalContext(d_model, context_kernel) if context_kernel else None
         self.factor = factor
         self.frame_shift_s = 0.01 * factor
 
@@ -45,6 +66,12 @@ class Conv2dSubsampling(nn.Module):
         return n
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, out_lengths = self.subsample(x, lengths)
+        return (x if self.context is None else self.context(x, out_lengths)), out_lengths
+
+    def subsample(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The strided stack alone (no context conv): output frame t reads input frames
+        [factor·t, factor·t + min_input_frames()), which is what chunked inference relies on."""
         T = x.size(1)
         if T < self.min_input_frames():
             raise ValueError(
@@ -59,10 +86,12 @@ class Conv2dSubsampling(nn.Module):
 
 
 class Conv1dSubsampling(nn.Module):
-    def __init__(self, in_features: int, d_model: int, kernel: int = 7, stride: int = 3, glu: bool = True):
+    def __init__(self, in_features: int, d_model: int, kernel: int = 7, stride: int = 3, glu: bool = True,
+                 context_kernel: int = 0):
         super().__init__()
         self.kernel, self.stride, self.glu = kernel, stride, glu
         self.conv = nn.Conv1d(in_features, 2 * d_model if glu else d_model, kernel, stride)
+        self.context = TemporalContext(d_model, context_kernel) if context_kernel else None
         self.factor = stride
         self.frame_shift_s = 0.01 * stride
 
@@ -73,6 +102,11 @@ class Conv1dSubsampling(nn.Module):
         return self.kernel
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y, out_lengths = self.subsample(x, lengths)
+        return (y if self.context is None else self.context(y, out_lengths)), out_lengths
+
+    def subsample(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The strided conv alone (no context conv); see ``Conv2dSubsampling.subsample``."""
         T = x.size(1)
         if T < self.kernel:
             raise ValueError(f"input of {T} feature frames is shorter than the kernel ({self.kernel})")

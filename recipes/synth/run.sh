@@ -5,18 +5,21 @@
 #   stage 2: the length study, one run per PE x seed                  train.py -m experiment=synth_study
 #   stage 3: the WER/CER-vs-length report of the study                scripts/plot_wer_vs_length.py
 # Usage: recipes/synth/run.sh [--stage N] [--stop_stage M] [--pes "none,rope"] [--seeds "0,1"] [--jobs J]
-#                             [--extra "k=v ..."]
+#                             [--loss ctc|seq2seq|hybrid] [--extra "k=v ..."]
 # Every stage skips what is done: the corpus is cached, finished runs are skipped, interrupted
 # runs resume from their last checkpoint (resume=auto).
 # --jobs J (stage 2) trains J runs at a time, one CPU thread each, seed-major (every PE of the
 # first seed before the next seed); each run logs to <study_dir>/logs/<pe>_s<seed>.log. On a
 # 2-core machine, 2 single-thread runs finish more steps per second than one 2-thread run.
+# --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
+# the CTC and the seq2seq/hybrid studies side by side.
 set -euo pipefail
 stage=0
 stop_stage=3
 pes=""          # empty: the study's default list (conf/experiment/synth_study.yaml)
 seeds=""        # empty: 0,1
 jobs=1          # stage 2: runs trained at once (each with one thread when > 1)
+loss=ctc        # stage 2: the head (conf/loss/<loss>.yaml)
 extra=""
 study_dir=runs/synth_study
 report_dir=runs/synth_study/report
@@ -29,6 +32,7 @@ while [ $# -gt 0 ]; do
     --pes) pes=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --loss) loss=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
     --study_dir) study_dir=$2; shift 2 ;;
     --report_dir) report_dir=$2; shift 2 ;;
@@ -58,7 +62,7 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
     [ -n "$pes" ] && sweep+=("pe=$pes")
     [ -n "$seeds" ] && sweep+=("seed=$seeds")
     # shellcheck disable=SC2086
-    "$PYTHON" train.py -m experiment=synth_study hydra.sweep.dir="$study_dir" "${sweep[@]}" $extra
+    "$PYTHON" train.py -m experiment=synth_study hydra.sweep.dir="$study_dir" loss="$loss" "${sweep[@]}" $extra
   else
     all_pes="$pes"
     all_seeds="$seeds"
@@ -71,17 +75,18 @@ p = O.load('conf/experiment/synth_study.yaml').hydra.sweeper.params; print(p.pe,
     fi
     mkdir -p "$study_dir/logs"
     one_run() {  # pe seed: one single-thread run of the sweep (a multirun of one job)
-      log "  start $1 seed $2"
+      local run_log="$study_dir/logs/$1_${loss}_s$2.log"
+      log "  start $1 $loss seed $2"
       # shellcheck disable=SC2086
       if OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$PYTHON" train.py -m experiment=synth_study \
-          hydra.sweep.dir="$study_dir" pe="$1" seed="$2" $extra > "$study_dir/logs/$1_s$2.log" 2>&1; then
-        log "  done $1 seed $2"
+          hydra.sweep.dir="$study_dir" pe="$1" seed="$2" loss="$loss" $extra > "$run_log" 2>&1; then
+        log "  done $1 $loss seed $2"
       else
-        log "  FAILED $1 seed $2 (see $study_dir/logs/$1_s$2.log)"; return 1
+        log "  FAILED $1 $loss seed $2 (see $run_log)"; return 1
       fi
     }
     export -f one_run log
-    export PYTHON study_dir extra
+    export PYTHON study_dir extra loss
     for seed in ${all_seeds//,/ }; do for pe in ${all_pes//,/ }; do echo "$pe $seed"; done; done \
       | xargs -P "$jobs" -L 1 bash -c 'one_run "$0" "$1"'
   fi

@@ -42,7 +42,9 @@ def tiny_model(pe, seed=0, layers=2, frontend=None):
     Conv2dSubsampling(20, D, channels=6, factor=6),
     Conv2dSubsampling(20, D, channels=6, factor=8),
     Conv1dSubsampling(20, D),
-], ids=["conv2d_4", "conv2d_6", "conv2d_8", "conv1d"])
+    Conv2dSubsampling(20, D, channels=6, context_kernel=5),
+    Conv1dSubsampling(20, D, context_kernel=3),
+], ids=["conv2d_4", "conv2d_6", "conv2d_8", "conv1d", "conv2d_ctx5", "conv1d_ctx3"])
 @pytest.mark.parametrize("chunk", [3, 13])
 def test_frontend_in_chunks_equals_whole(frontend, chunk):
     torch.manual_seed(0)

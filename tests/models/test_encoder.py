@@ -38,7 +38,8 @@ def test_unknown_encoder_kind():
 
 
 @pytest.mark.parametrize("frontend", [Conv2dSubsampling(80, 32, factor=4), Conv2dSubsampling(80, 32, factor=6),
-                                      Conv2dSubsampling(80, 32, factor=8), Conv1dSubsampling(80, 32)])
+                                      Conv2dSubsampling(80, 32, factor=8), Conv2dSubsampling(80, 32, context_kernel=5),
+                                      Conv1dSubsampling(80, 32), Conv1dSubsampling(80, 32, context_kernel=3)])
 def test_frontend_lengths_match_convolution(frontend):
     frontend.eval()
     for T in range(frontend.min_input_frames(), 60, 7):
@@ -46,14 +47,26 @@ def test_frontend_lengths_match_convolution(frontend):
         assert y.shape[1] == int(n[0]), f"T={T}: conv gave {y.shape[1]} frames, output_lengths {int(n[0])}"
 
 
-def test_frontend_padding_does_not_leak():
-    fe = Conv2dSubsampling(80, 32).eval()
+@pytest.mark.parametrize("fe", [Conv2dSubsampling(80, 32), Conv2dSubsampling(80, 32, context_kernel=5),
+                                Conv1dSubsampling(80, 32), Conv1dSubsampling(80, 32, context_kernel=5)])
+def test_frontend_padding_does_not_leak(fe):
+    fe.eval()
     x = torch.randn(2, 50, 80)
     lengths = torch.tensor([50, 31])
     y, n = fe(x, lengths)
     y1, n1 = fe(x[1:, :31], lengths[1:])
     assert int(n1[0]) == int(n[1])
     assert torch.allclose(y[1, : int(n[1])], y1[0], atol=1e-5)
+
+
+def test_frontend_context_kernel_widens_receptive_field():
+    """Frame t of a k-context front end depends on input frames 4t-2(k-1) .. 4t+6+2(k-1), no more."""
+    fe = Conv2dSubsampling(80, 16, channels=8, context_kernel=3).eval()
+    x = torch.randn(1, 80, 80, requires_grad=True)
+    y, _ = fe(x, torch.tensor([80]))
+    y[0, 8].sum().backward()  # output frame 8: plain receptive field is input frames 32..38
+    touched = (x.grad[0].abs().sum(-1) > 0).nonzero().flatten()
+    assert touched.min().item() == 32 - 4 and touched.max().item() == 38 + 4, touched.tolist()
 
 
 def test_frontend_too_short_is_clear():

@@ -235,13 +235,21 @@ def test_synth_stage_2_parallel_jobs_are_seed_major_single_thread_runs(tmp_path)
               "--jobs", "2", "--study_dir", str(study), "--extra", "trainer.max_steps=2",
               python=str(exe), env={"FAKE_LOG": str(log)})
     got = calls(log)
-    want = [f"1 train.py -m experiment=synth_study hydra.sweep.dir={study} pe={pe} seed={seed} trainer.max_steps=2"
-            for seed in (0, 1) for pe in ("none", "rope", "cape")]
+    want = [f"1 train.py -m experiment=synth_study hydra.sweep.dir={study} pe={pe} seed={seed} loss=ctc "
+            "trainer.max_steps=2" for seed in (0, 1) for pe in ("none", "rope", "cape")]
     assert sorted(got) == sorted(want)
     assert set(got[:2]) == set(want[:2])  # seed-major queue, two at a time
-    assert out.stdout.count("done ") == 6 and (study / "logs").is_dir()
+    assert out.stdout.count("done ") == 6
+    assert sorted(p.name for p in (study / "logs").iterdir()) == sorted(
+        f"{pe}_ctc_s{seed}.log" for seed in (0, 1) for pe in ("none", "rope", "cape"))
+    # --loss picks the head and names the logs like the runs (<pe>_<loss>_s<seed>)
+    log.unlink()
+    run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "rope", "--seeds", "0", "--jobs", "2",
+        "--loss", "hybrid", "--study_dir", str(study), python=str(exe), env={"FAKE_LOG": str(log)})
+    assert calls(log) == [f"1 train.py -m experiment=synth_study hydra.sweep.dir={study} pe=rope seed=0 loss=hybrid"]
+    assert (study / "logs" / "rope_hybrid_s0.log").exists()
     # without --jobs: one sequential Hydra multirun over the lists, threads untouched
     log.unlink()
     run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--study_dir", str(study),
         python=str(exe), env={"FAKE_LOG": str(log), "OMP_NUM_THREADS": ""})
-    assert calls(log) == [f" train.py -m experiment=synth_study hydra.sweep.dir={study} pe=none,rope"]
+    assert calls(log) == [f" train.py -m experiment=synth_study hydra.sweep.dir={study} loss=ctc pe=none,rope"]
