@@ -5,7 +5,9 @@ Inputs are run directories: a folder with ``run_info.json``
 ``eval/<test set>/buckets.csv`` (written by `asr_pe.evaluation.buckets.write_bucket_files`).
 Any other folder given is searched recursively for run directories (a sweep).
 
-Runs sharing a ``label`` (missing: ``"<pe>/<loss>"``) are seeds of one configuration:
+Runs sharing a ``label`` (missing: ``"<pe>/<loss>"``; ``+<method>`` appended when the
+evaluation's ``buckets.meta.json`` records a decoding other than CTC greedy) are seeds of one
+configuration:
 - the line is the mean over seeds of the pooled per-bucket metric;
 - the band is the mean over seeds of the bootstrap CI bounds (utterance-level uncertainty of a
   typical seed; the spread across seeds is shown separately as faint per-seed markers);
@@ -65,10 +67,17 @@ class RunResult:
     test_set: str
     rows: list[dict]                # buckets.csv rows (bucket rows in edge order, then "all")
 
+    decode: str | None = None       # decode method from buckets.meta.json, when written
+
     @property
     def label(self) -> str:
         info = self.info
-        return str(info.get("label") or f"{info.get('pe', '?')}/{info.get('loss', '?')}")
+        base = str(info.get("label") or f"{info.get('pe', '?')}/{info.get('loss', '?')}")
+        # A CTC model decoded greedily is the plain case; any other decoding is part of what was
+        # measured (one hybrid model gives different curves with CTC, attention or joint search).
+        if self.decode and not (self.decode == "greedy" and info.get("loss", "ctc") == "ctc"):
+            return f"{base}+{self.decode}"
+        return base
 
     @property
     def seed(self):
@@ -136,6 +145,19 @@ def _read_info(run_dir: Path) -> dict:
     return info
 
 
+def _decode_method(csv_path: Path) -> str | None:
+    """The decode method evaluate.py recorded beside ``buckets.csv``; None without a sidecar."""
+    path = csv_path.with_name("buckets.meta.json")
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RunDirError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+    decode = meta.get("decode") if isinstance(meta, dict) else None
+    return str(decode["method"]) if isinstance(decode, dict) and decode.get("method") else None
+
+
 def test_sets_of(run_dir: Path) -> list[str]:
     """Names of ``eval/<name>/`` folders of a run that hold a buckets.csv."""
     return sorted(p.parent.name for p in (Path(run_dir) / "eval").glob("*/buckets.csv"))
@@ -164,7 +186,7 @@ def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
         if not csv_path.is_file():
             missing.append(str(d))
             continue
-        runs.append(RunResult(d, _read_info(d), test_set, read_bucket_csv(csv_path)))
+        runs.append(RunResult(d, _read_info(d), test_set, read_bucket_csv(csv_path), _decode_method(csv_path)))
     if missing:
         log.warning("%d run(s) have no eval/%s/buckets.csv and are left out: %s",
                     len(missing), test_set, ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))

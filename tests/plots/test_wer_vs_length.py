@@ -14,7 +14,7 @@ from asr_pe.plots.wer_vs_length import RunDirError, aggregate, load_runs, make_r
 BUCKETS = [("0-2", 0, 2, 1.2), ("2-4", 2, 4, 3.0), ("4-8", 4, 8, 6.1), ("8-16", 8, 16, 11.8)]
 
 
-def fake_run(root, name, *, pe, seed, wers, tmax=4.9, test_set="test_long"):
+def fake_run(root, name, *, pe, seed, wers, tmax=4.9, test_set="test_long", loss="ctc", decode=None):
     """A run dir with run_info.json and eval/<test_set>/buckets.csv holding the given WERs."""
     run = root / name
     rows = []
@@ -25,10 +25,10 @@ def fake_run(root, name, *, pe, seed, wers, tmax=4.9, test_set="test_long"):
                      "wer_ci_high": wer + 3.0, "ref_chars": 500, "char_errors": int(wer * 2),
                      "cer": wer / 2, "cer_ci_low": wer / 2 - 1, "cer_ci_high": wer / 2 + 1})
     rows.append(dict(rows[0], bucket="all", lo=0.0, hi=math.inf, wer=sum(wers) / len(wers)))
-    write_bucket_files(rows, run / "eval" / test_set)
+    write_bucket_files(rows, run / "eval" / test_set, meta={"decode": {"method": decode}} if decode else None)
     run.mkdir(parents=True, exist_ok=True)
-    info = {"pe": pe, "loss": "ctc", "encoder": "transformer", "seed": seed,
-            "train_max_duration": tmax, "label": f"{pe}/ctc"}
+    info = {"pe": pe, "loss": loss, "encoder": "transformer", "seed": seed,
+            "train_max_duration": tmax, "label": f"{pe}/{loss}"}
     (run / "run_info.json").write_text(json.dumps(info))
     return run
 
@@ -95,6 +95,18 @@ def test_seed_means_and_run_listed_once(sweep):
     assert rope.buckets[-1] == "all"
     cer = {s.label: s for s in aggregate(runs, "cer")}
     assert cer["none/ctc"].value["2-4"] == pytest.approx(10.0)
+
+
+def test_label_names_the_decoding_unless_ctc_greedy(tmp_path):
+    root = tmp_path / "sweep"
+    fake_run(root, "rope_ctc", pe="rope", seed=0, wers=[10, 12, 20, 40], decode="greedy")
+    fake_run(root, "rope_ctc_beam", pe="rope", seed=0, wers=[9, 11, 19, 39], decode="beam")
+    fake_run(root, "rope_hybrid_att", pe="rope", seed=0, wers=[5, 6, 30, 90], loss="hybrid", decode="attention")
+    fake_run(root, "rope_hybrid_ctc", pe="rope", seed=0, wers=[8, 9, 15, 30], loss="hybrid", decode="greedy")
+    fake_run(root, "none_old", pe="none", seed=0, wers=[20, 20, 30, 80])  # no sidecar: plain label
+    runs, _ = load_runs([root])
+    labels = sorted(s.label for s in aggregate(runs, "wer"))
+    assert labels == ["none/ctc", "rope/ctc", "rope/ctc+beam", "rope/hybrid+attention", "rope/hybrid+greedy"]
 
 
 def test_cer_metric_and_test_set_choice(tmp_path, sweep):
