@@ -30,11 +30,13 @@ test-all: install
 bench: install
 	$(BIN)/python scripts/bench_attention.py
 
-# The embedded length study: corpus + long-form set, 12 PEs x 2 seeds (2 single-thread runs at a
-# time), report. Resumable: re-running skips finished runs.
+# The embedded length study: corpus + long-form set, 12 PEs x 2 seeds (one 2-thread run at a time,
+# ~14 min each on 2 cores), then the archive of result files and the report in recipes/synth/study/
+# (committed). Resumable: re-running skips finished runs.
 study: install
 	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 0 --stop_stage 0
-	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 2 --stop_stage 3 --jobs 2
+	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 2 --stop_stage 3 \
+		--archive_dir recipes/synth/study/runs --report_dir recipes/synth/study
 
 clean-venv:
 	rm -rf $(VENV)

@@ -3,14 +3,17 @@
 #   stage 0: build the synth corpus (+ the 160 s long-form set)      python -m asr_pe.data.synth
 #   stage 1: the demo model (experiment=demo)                         train.py, evaluates at the end
 #   stage 2: the length study, one run per PE x seed                  train.py -m experiment=synth_study
-#   stage 3: the WER/CER-vs-length report of the study                scripts/plot_wer_vs_length.py
+#   stage 3: archive the runs' result files, WER/CER-vs-length report   scripts/plot_wer_vs_length.py
 # Usage: recipes/synth/run.sh [--stage N] [--stop_stage M] [--pes "none,rope"] [--seeds "0,1"] [--jobs J]
 #                             [--loss ctc|seq2seq|hybrid] [--extra "k=v ..."]
+#                             [--study_dir D] [--archive_dir D] [--report_dir D]
 # Every stage skips what is done: the corpus is cached, finished runs are skipped, interrupted
 # runs resume from their last checkpoint (resume=auto).
-# --jobs J (stage 2) trains J runs at a time, one CPU thread each, seed-major (every PE of the
-# first seed before the next seed); each run logs to <study_dir>/logs/<pe>_s<seed>.log. On a
-# 2-core machine, 2 single-thread runs finish more steps per second than one 2-thread run.
+# Stage 2 trains one run per process, seed-major (every PE of the first seed before the next
+# seed); each run logs to <study_dir>/logs/<pe>_<loss>_s<seed>.log. --jobs J trains J runs at a
+# time with nproc/J threads each. Measured on 2 cores (2026-11-23): one 2-thread run makes 1.76
+# steps/s; two 1-thread runs side by side (each with its feature worker) make far less in total,
+# so the default is one run at a time.
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
 # the CTC and the seq2seq/hybrid studies side by side.
 set -euo pipefail
@@ -18,11 +21,12 @@ stage=0
 stop_stage=3
 pes=""          # empty: the study's default list (conf/experiment/synth_study.yaml)
 seeds=""        # empty: 0,1
-jobs=1          # stage 2: runs trained at once (each with one thread when > 1)
+jobs=1          # stage 2: runs trained at once (nproc/jobs threads each)
 loss=ctc        # stage 2: the head (conf/loss/<loss>.yaml)
 extra=""
 study_dir=runs/synth_study
 report_dir=runs/synth_study/report
+archive_dir=runs/synth_study/archive
 PYTHON=${PYTHON:-python}
 
 while [ $# -gt 0 ]; do
@@ -36,6 +40,7 @@ while [ $# -gt 0 ]; do
     --extra) extra=$2; shift 2 ;;
     --study_dir) study_dir=$2; shift 2 ;;
     --report_dir) report_dir=$2; shift 2 ;;
+    --archive_dir) archive_dir=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -57,46 +62,63 @@ fi
 
 if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
   log "stage 2: length study in $study_dir"
-  if [ "$jobs" -le 1 ]; then
-    sweep=()
-    [ -n "$pes" ] && sweep+=("pe=$pes")
-    [ -n "$seeds" ] && sweep+=("seed=$seeds")
-    # shellcheck disable=SC2086
-    "$PYTHON" train.py -m experiment=synth_study hydra.sweep.dir="$study_dir" loss="$loss" "${sweep[@]}" $extra
-  else
-    all_pes="$pes"
-    all_seeds="$seeds"
-    if [ -z "$all_pes" ] || [ -z "$all_seeds" ]; then
-      # The study's default PE and seed lists live in its config; read them from there.
-      read -r default_pes default_seeds < <("$PYTHON" -c "from omegaconf import OmegaConf as O; \
+  all_pes="$pes"
+  all_seeds="$seeds"
+  if [ -z "$all_pes" ] || [ -z "$all_seeds" ]; then
+    # The study's default PE and seed lists live in its config; read them from there.
+    read -r default_pes default_seeds < <("$PYTHON" -c "from omegaconf import OmegaConf as O; \
 p = O.load('conf/experiment/synth_study.yaml').hydra.sweeper.params; print(p.pe, p.seed)")
-      all_pes="${all_pes:-$default_pes}"
-      all_seeds="${all_seeds:-$default_seeds}"
-    fi
-    mkdir -p "$study_dir/logs"
-    one_run() {  # pe seed: one single-thread run of the sweep (a multirun of one job)
-      local run_log="$study_dir/logs/$1_${loss}_s$2.log"
-      log "  start $1 $loss seed $2"
-      # shellcheck disable=SC2086
-      if OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$PYTHON" train.py -m experiment=synth_study \
-          hydra.sweep.dir="$study_dir" pe="$1" seed="$2" loss="$loss" $extra > "$run_log" 2>&1; then
-        log "  done $1 $loss seed $2"
-      else
-        log "  FAILED $1 $loss seed $2 (see $run_log)"; return 1
-      fi
-    }
-    export -f one_run log
-    export PYTHON study_dir extra loss
-    for seed in ${all_seeds//,/ }; do for pe in ${all_pes//,/ }; do echo "$pe $seed"; done; done \
-      | xargs -P "$jobs" -L 1 bash -c 'one_run "$0" "$1"'
+    all_pes="${all_pes:-$default_pes}"
+    all_seeds="${all_seeds:-$default_seeds}"
   fi
+  # Each run is its own process (a multirun of one job), so one failed run does not stop the
+  # sweep; the cores are shared out evenly between the runs trained at once.
+  threads=$(( $(nproc) / jobs )); [ "$threads" -ge 1 ] || threads=1
+  mkdir -p "$study_dir/logs"
+  one_run() {  # pe seed
+    local run_log="$study_dir/logs/$1_${loss}_s$2.log"
+    log "  start $1 $loss seed $2 ($threads threads)"
+    # shellcheck disable=SC2086
+    if OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads "$PYTHON" train.py -m experiment=synth_study \
+        hydra.sweep.dir="$study_dir" pe="$1" seed="$2" loss="$loss" $extra > "$run_log" 2>&1; then
+      log "  done $1 $loss seed $2"
+    else
+      log "  FAILED $1 $loss seed $2 (see $run_log)"; return 1
+    fi
+  }
+  export -f one_run log
+  export PYTHON study_dir extra loss threads
+  failed=0
+  for seed in ${all_seeds//,/ }; do for pe in ${all_pes//,/ }; do echo "$pe $seed"; done; done \
+    | xargs -P "$jobs" -L 1 bash -c 'one_run "$0" "$1"' || failed=1
+  [ "$failed" -eq 0 ] || log "stage 2: some runs failed (see $study_dir/logs); re-run to retry them"
 fi
 
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
-  log "stage 3: report in $report_dir"
+  # The report is drawn from an archive of each evaluated run's small result files (run_info,
+  # config, per-bucket scores, per-utterance scores; no checkpoints): commit the archive and the
+  # figures regenerate from the repository alone, after the run folders are gone.
+  log "stage 3: archive in $archive_dir, report in $report_dir"
+  for info in "$study_dir"/*/run_info.json; do
+    [ -e "$info" ] || continue
+    run=$(dirname "$info")
+    compgen -G "$run/eval/*/buckets.csv" > /dev/null || { log "  $(basename "$run"): not evaluated yet"; continue; }
+    dest="$archive_dir/$(basename "$run")"
+    mkdir -p "$dest"
+    cp "$info" "$dest/"
+    if [ -f "$run/config.yaml" ]; then cp "$run/config.yaml" "$dest/"; fi
+    for set_dir in "$run"/eval/*/; do
+      mkdir -p "$dest/eval/$(basename "$set_dir")"
+      for f in buckets.csv buckets.meta.json per_utt.jsonl; do
+        if [ -f "$set_dir/$f" ]; then cp "$set_dir/$f" "$dest/eval/$(basename "$set_dir")/"; fi
+      done
+    done
+  done
   for set in test longform; do
-    "$PYTHON" scripts/plot_wer_vs_length.py "$study_dir" --test-set "$set" --out "$report_dir/$set"
-    "$PYTHON" scripts/plot_wer_vs_length.py "$study_dir" --test-set "$set" --metric cer --out "$report_dir/$set"
+    for metric in wer cer; do
+      "$PYTHON" scripts/plot_wer_vs_length.py "$archive_dir" --test-set "$set" --metric "$metric" \
+        --out "$report_dir/$set" > /dev/null
+    done
   done
 fi
 log "done"

@@ -226,7 +226,9 @@ def test_tedlium_stages_2_to_6_for_real_on_a_fixture_corpus(build, tmp_path):
 SYNTH = REPO / "recipes" / "synth" / "run.sh"
 
 
-def test_synth_stage_2_parallel_jobs_are_seed_major_single_thread_runs(tmp_path):
+def test_synth_stage_2_runs_one_process_per_run_seed_major_sharing_the_cores(tmp_path):
+    cores = len(os.sched_getaffinity(0))  # what nproc reports
+    per_job = str(max(1, cores // 2))
     exe = tmp_path / "fake_python"
     exe.write_text('#!/usr/bin/env bash\nprintf "%s %s\\n" "$OMP_NUM_THREADS" "$*" >> "$FAKE_LOG"\n')
     exe.chmod(0o755)
@@ -235,7 +237,7 @@ def test_synth_stage_2_parallel_jobs_are_seed_major_single_thread_runs(tmp_path)
               "--jobs", "2", "--study_dir", str(study), "--extra", "trainer.max_steps=2",
               python=str(exe), env={"FAKE_LOG": str(log)})
     got = calls(log)
-    want = [f"1 train.py -m experiment=synth_study hydra.sweep.dir={study} pe={pe} seed={seed} loss=ctc "
+    want = [f"{per_job} train.py -m experiment=synth_study hydra.sweep.dir={study} pe={pe} seed={seed} loss=ctc "
             "trainer.max_steps=2" for seed in (0, 1) for pe in ("none", "rope", "cape")]
     assert sorted(got) == sorted(want)
     assert set(got[:2]) == set(want[:2])  # seed-major queue, two at a time
@@ -246,10 +248,48 @@ def test_synth_stage_2_parallel_jobs_are_seed_major_single_thread_runs(tmp_path)
     log.unlink()
     run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "rope", "--seeds", "0", "--jobs", "2",
         "--loss", "hybrid", "--study_dir", str(study), python=str(exe), env={"FAKE_LOG": str(log)})
-    assert calls(log) == [f"1 train.py -m experiment=synth_study hydra.sweep.dir={study} pe=rope seed=0 loss=hybrid"]
+    assert calls(log) == [f"{per_job} train.py -m experiment=synth_study hydra.sweep.dir={study} pe=rope seed=0 "
+                          "loss=hybrid"]
     assert (study / "logs" / "rope_hybrid_s0.log").exists()
-    # without --jobs: one sequential Hydra multirun over the lists, threads untouched
+    # without --jobs: one run at a time, each a process of its own with every core
     log.unlink()
-    run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--study_dir", str(study),
-        python=str(exe), env={"FAKE_LOG": str(log), "OMP_NUM_THREADS": ""})
-    assert calls(log) == [f" train.py -m experiment=synth_study hydra.sweep.dir={study} loss=ctc pe=none,rope"]
+    run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--seeds", "0",
+        "--study_dir", str(study), python=str(exe), env={"FAKE_LOG": str(log), "OMP_NUM_THREADS": ""})
+    assert calls(log) == [f"{cores} train.py -m experiment=synth_study hydra.sweep.dir={study} pe={pe} seed=0 "
+                          "loss=ctc" for pe in ("none", "rope")]
+
+
+def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_path):
+    import json
+
+    from asr_pe.evaluation.buckets import write_bucket_files
+
+    study, archive, report = tmp_path / "study", tmp_path / "archive", tmp_path / "report"
+    for pe, cer in (("none", 12.0), ("rope", 7.0)):
+        run_dir = study / f"{pe}_ctc_s0"
+        for test_set in ("test", "longform"):
+            row = {"bucket": "0-2", "lo": 0.0, "hi": 2.0, "utterances": 4, "mean_duration": 1.5,
+                   "ref_words": 20, "errors": 5, "sub": 5, "del": 0, "ins": 0, "wer": 25.0,
+                   "wer_ci_low": 20.0, "wer_ci_high": 30.0, "ref_chars": 100, "char_errors": int(cer),
+                   "cer": cer, "cer_ci_low": cer - 1, "cer_ci_high": cer + 1}
+            write_bucket_files([row], run_dir / "eval" / test_set, meta={"decode": {"method": "greedy"}})
+            (run_dir / "eval" / test_set / "per_utt.jsonl").write_text('{"id": "u1"}\n')
+        (run_dir / "checkpoints").mkdir()
+        (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+        (run_dir / "run_info.json").write_text(json.dumps(
+            {"pe": pe, "loss": "ctc", "encoder": "transformer", "seed": 0, "train_max_duration": 5.0,
+             "label": f"{pe}/ctc"}))
+    (study / "t5_ctc_s0").mkdir()  # started, not evaluated: left out of the archive
+    (study / "t5_ctc_s0" / "run_info.json").write_text("{}")
+    out = run(SYNTH, "--stage", "3", "--stop_stage", "3", "--study_dir", str(study),
+              "--archive_dir", str(archive), "--report_dir", str(report), timeout=300)
+    assert "t5_ctc_s0: not evaluated yet" in out.stdout
+    files = sorted(str(p.relative_to(archive)) for p in archive.rglob("*") if p.is_file())
+    assert files == sorted(f"{pe}_ctc_s0/{f}" for pe in ("none", "rope") for f in (
+        "run_info.json", *(f"eval/{s}/{n}" for s in ("test", "longform")
+                           for n in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl"))))
+    for test_set in ("test", "longform"):
+        for metric in ("wer", "cer"):
+            assert (report / test_set / f"{metric}_vs_length.png").exists(), (test_set, metric)
+    table = (report / "test" / "cer_vs_length.md").read_text()
+    assert "rope/ctc" in table and "7.0" in table
