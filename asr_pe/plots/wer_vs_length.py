@@ -262,6 +262,14 @@ def _csv_cell(v) -> str:
     return "" if v is None else str(v)
 
 
+def _display_path(path: Path) -> str:
+    """Relative to the working directory when below it: a committed CSV names no machine's paths."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def long_csv(runs: Sequence[RunResult]) -> str:
     """One row per (run, bucket) with both metrics; see `CSV_KEYS`."""
     buf = io.StringIO()
@@ -271,7 +279,7 @@ def long_csv(runs: Sequence[RunResult]) -> str:
         for row in r.rows:
             values = {"label": r.label, "pe": r.info.get("pe"), "loss": r.info.get("loss"),
                       "encoder": r.info.get("encoder"), "seed": r.seed, "test_set": r.test_set,
-                      "run_dir": str(r.run_dir), **row}
+                      "run_dir": _display_path(r.run_dir), **row}
             w.writerow([_csv_cell(values.get(k)) for k in CSV_KEYS])
     return buf.getvalue()
 
