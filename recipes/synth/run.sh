@@ -17,6 +17,9 @@
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
 # the CTC and the seq2seq/hybrid studies side by side.
 set -euo pipefail
+# The body is one { ... } block, read in full before it runs: editing this file while a sweep is
+# under way cannot make the running copy execute a mix of old and new lines.
+{
 stage=0
 stop_stage=3
 pes=""          # empty: the study's default list (conf/experiment/synth_study.yaml)
@@ -122,3 +125,5 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   done
 fi
 log "done"
+exit 0
+}
