@@ -12,7 +12,9 @@
 # Usage: recipes/tedlium3/run.sh [--stage N] [--stop_stage M] [--name value ...]
 # Every variable below can be set with --name value (or --name=value); see README.md.
 set -euo pipefail
-
+# The body is one { ... } block, read in full before it runs: editing this file while a long job
+# is under way cannot make the running copy execute a mix of old and new lines.
+{
 stage=0
 stop_stage=6
 work_dir=exp/tedlium3              # archives/, TEDLIUM_release-3/, manifests/, runs/, plots/
@@ -149,3 +151,5 @@ if run_stage 6; then
   done
 fi
 log "stages $stage..$stop_stage done"
+exit 0
+}

@@ -293,3 +293,34 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
             assert (report / test_set / f"{metric}_vs_length.png").exists(), (test_set, metric)
     table = (report / "test" / "cer_vs_length.md").read_text()
     assert "rope/ctc" in table and "7.0" in table
+
+
+REWRITING_PYTHON = """#!/usr/bin/env bash
+# Records its call, then rewrites the running script in place (same inode: truncate and write, as
+# `cat > run.sh` or an editor that saves in place would) with a longer, different one. bash reads a
+# script in pieces as it goes, so without the { ... } block the running copy would go on with
+# lines of the new file.
+printf '%s\\n' "$*" >> "$FAKE_LOG"
+for i in $(seq 2000); do echo 'echo CORRUPTED >&2; exit 7'; done > "$SCRIPT"
+"""
+
+
+@pytest.mark.parametrize("name,args", [
+    ("synth", ["--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--seeds", "0"]),
+    ("librispeech", ["--stage", "4", "--stop_stage", "4", "--pes", "none rope"]),
+    ("tedlium3", ["--stage", "4", "--stop_stage", "4", "--pes", "none rope"]),
+])
+def test_editing_run_sh_during_a_run_does_not_change_the_running_copy(name, args, tmp_path):
+    script = tmp_path / "repo" / "recipes" / name / "run.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text((REPO / "recipes" / name / "run.sh").read_text())
+    exe = tmp_path / "fake_python"
+    exe.write_text(REWRITING_PYTHON)
+    exe.chmod(0o755)
+    log = tmp_path / "calls.log"
+    extra = ["--study_dir", str(tmp_path / "study")] if name == "synth" else ["--work_dir", str(tmp_path / "work")]
+    proc = run(script, *args, *extra, python=str(exe), env={"FAKE_LOG": str(log), "SCRIPT": str(script)},
+               check=False)
+    assert "CORRUPTED" not in proc.stderr and proc.returncode == 0, proc.stderr
+    assert [c.split(" pe=")[1].split()[0] for c in calls(log)] == ["none", "rope"]  # both runs, in order
+    assert "CORRUPTED" in script.read_text()  # the file on disk did change
