@@ -2,7 +2,7 @@
 """WER (or CER) versus input length across runs: PNG + long CSV + markdown tables.
 
     python scripts/plot_wer_vs_length.py runs/rope_s0 runs/sweep_2024/ --out figures/ \\
-        [--test-set test_long] [--metric wer|cer] [--title TEXT]
+        [--test-set test_long] [--metric wer|cer] [--title TEXT] [--reference-set test]
 
 Each argument is a run dir (holds run_info.json and eval/<test set>/buckets.csv) or a sweep
 dir searched recursively. Seeds of one label are averaged; see asr_pe/plots/wer_vs_length.py.
@@ -29,11 +29,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="eval/<name> to plot (needed when the runs hold several)")
     parser.add_argument("--metric", choices=METRICS, default="wer")
     parser.add_argument("--title", default=None)
+    parser.add_argument("--reference-set", default=None,
+                        help="take the relative-degradation reference bucket from this test set of the "
+                             "same runs (for long-form sets with no bucket inside the training lengths)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         files = make_report(args.paths, args.out, test_set=args.test_set, metric=args.metric,
-                            title=args.title)
+                            title=args.title, reference_set=args.reference_set)
     except (RunDirError, FileNotFoundError, ValueError) as e:
         print(f"plot_wer_vs_length: {e}", file=sys.stderr)
         return 1

@@ -24,6 +24,10 @@ entirely inside the training length range, so the ratio measures only out-of-ran
 degradation. When no bucket lies entirely inside (training shorter than the first upper edge),
 the bucket containing ``train_max_duration`` is used; without ``train_max_duration`` there is
 no reference and the table says so.
+
+A long-form set (every recording far past the training lengths) has no such bucket of its own;
+``reference_set`` names another test set of the same runs (e.g. the short ``test`` set) whose
+reference bucket is the denominator instead, so the table reads "CER at 160 s / CER at 2-4 s".
 """
 
 from __future__ import annotations
@@ -293,8 +297,14 @@ def _all_buckets(series: Sequence[LabelSeries]) -> list[str]:
     return order + ([ALL_LABEL] if ALL_LABEL in bounds else [])
 
 
-def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str) -> str:
-    """Two tables: metric [CI] per label and bucket, then the relative degradation."""
+def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
+                    reference: dict[str, LabelSeries] | None = None,
+                    reference_set: str | None = None) -> str:
+    """Two tables: metric [CI] per label and bucket, then the relative degradation.
+
+    ``reference`` (label -> series of ``reference_set``) supplies the denominators when given; a
+    label missing from it has no reference.
+    """
     name = metric.upper()
     cols = _all_buckets(series)
     n_runs = sum(len(s.runs) for s in series)
@@ -318,24 +328,28 @@ def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str) -
         seeds = ", ".join(str(x) for x in s.seeds)
         out.append(f"| {s.label} | {seeds} | " + " | ".join(cells) + " |")
 
-    out += ["", f"## Relative degradation ({name} / {name} in the reference bucket)", "",
-            "Reference bucket: the last bucket whose upper edge is <= the longest training "
+    where = f" of test set `{reference_set}`" if reference is not None else ""
+    out += ["", f"## Relative degradation ({name} / {name} in the reference bucket{where})", "",
+            f"Reference bucket{where}: the last bucket whose upper edge is <= the longest training "
             "utterance (`train_max_duration` in run_info.json), i.e. entirely inside the training "
             "length range; if none is, the bucket containing it. Ratios of the seed means.", ""]
     rel_cols = [b for b in cols if b != ALL_LABEL]
     out.append("| label | train max (s) | reference | " + " | ".join(rel_cols) + " |")
     out.append("| --- | ---: | --- |" + " ---: |" * len(rel_cols))
     for s in series:
-        ref = reference_bucket(s)
+        rs = s if reference is None else reference.get(s.label)
+        ref = reference_bucket(rs) if rs is not None else None
+        denominator = rs.value[ref] if ref is not None else math.nan
         tmax = s.train_max_duration
         cells = []
         for b in rel_cols:
-            if ref is None or b not in s.value or not s.value[ref] > 0:
+            if ref is None or b not in s.value or not denominator > 0:
                 cells.append("–")
             else:
-                cells.append(f"{_fmt(s.value[b] / s.value[ref], 2)}×")
+                cells.append(f"{_fmt(s.value[b] / denominator, 2)}×")
+        shown = "n/a" if ref is None else (ref if reference is None else f"{reference_set}: {ref}")
         out.append(f"| {s.label} | {_fmt(tmax, 2) if tmax is not None else '–'} | "
-                   f"{ref or 'n/a'} | " + " | ".join(cells) + " |")
+                   f"{shown} | " + " | ".join(cells) + " |")
     out.append("")
     return "\n".join(out)
 
@@ -391,19 +405,31 @@ def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: 
 
 
 def make_report(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike, *,
-                test_set: str | None = None, metric: str = "wer", title: str | None = None
-                ) -> dict[str, Path]:
-    """Read runs, write ``<metric>_vs_length.{png,csv,md}`` into ``out_dir``; returns the paths."""
+                test_set: str | None = None, metric: str = "wer", title: str | None = None,
+                reference_set: str | None = None) -> dict[str, Path]:
+    """Read runs, write ``<metric>_vs_length.{png,csv,md}`` into ``out_dir``; returns the paths.
+
+    ``reference_set``: take the relative-degradation denominators from that test set of the same
+    runs (module docstring).
+    """
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     paths = list(paths)
     runs, test_set = load_runs(paths, test_set)
     series = aggregate(runs, metric)
+    reference = None
+    if reference_set is not None and reference_set != test_set:
+        ref_runs, _ = load_runs(paths, reference_set)
+        reference = {r.label: r for r in aggregate(ref_runs, metric)}
+        missing = [s.label for s in series if s.label not in reference]
+        if missing:
+            log.warning("%d label(s) have no eval/%s results, so no reference: %s",
+                        len(missing), reference_set, ", ".join(missing))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{metric}_vs_length"
     files = {"png": out_dir / f"{stem}.png", "csv": out_dir / f"{stem}.csv", "md": out_dir / f"{stem}.md"}
     atomic_write_text(files["csv"], long_csv(runs))
-    atomic_write_text(files["md"], markdown_report(series, metric, test_set))
+    atomic_write_text(files["md"], markdown_report(series, metric, test_set, reference, reference_set))
     plot_series(series, files["png"], metric, test_set, title)
     return files

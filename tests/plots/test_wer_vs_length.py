@@ -14,11 +14,12 @@ from asr_pe.plots.wer_vs_length import RunDirError, aggregate, load_runs, make_r
 BUCKETS = [("0-2", 0, 2, 1.2), ("2-4", 2, 4, 3.0), ("4-8", 4, 8, 6.1), ("8-16", 8, 16, 11.8)]
 
 
-def fake_run(root, name, *, pe, seed, wers, tmax=4.9, test_set="test_long", loss="ctc", decode=None):
+def fake_run(root, name, *, pe, seed, wers, tmax=4.9, test_set="test_long", loss="ctc", decode=None,
+             buckets=BUCKETS):
     """A run dir with run_info.json and eval/<test_set>/buckets.csv holding the given WERs."""
     run = root / name
     rows = []
-    for (label, lo, hi, dur), wer in zip(BUCKETS, wers):
+    for (label, lo, hi, dur), wer in zip(buckets, wers):
         rows.append({"bucket": label, "lo": float(lo), "hi": float(hi), "utterances": 10,
                      "mean_duration": dur, "ref_words": 100, "errors": int(wer), "sub": int(wer),
                      "del": 0, "ins": 0, "wer": float(wer), "wer_ci_low": wer - 2.0,
@@ -81,6 +82,32 @@ def test_reference_falls_back_to_containing_bucket(tmp_path):
     md = make_report([tmp_path], tmp_path / "fig")["md"].read_text()
     line = next(x for x in md.split("Relative degradation")[1].splitlines() if x.startswith("| rope"))
     assert "| 0-2 |" in line and "8.00×" in line
+
+
+def test_long_form_set_takes_its_reference_from_another_test_set(tmp_path, caplog):
+    long_bucket = [("128-256", 128, 256, 160.0)]
+    for pe, seed, short, long in [("rope", 0, [10, 12, 20, 40], 48), ("rope", 1, [12, 14, 24, 50], 56),
+                                  ("none", 0, [20, 20, 30, 80], 25)]:
+        fake_run(tmp_path / "sw", f"{pe}_s{seed}", pe=pe, seed=seed, wers=short, test_set="test")
+        fake_run(tmp_path / "sw", f"{pe}_s{seed}", pe=pe, seed=seed, wers=[long], test_set="longform",
+                 buckets=long_bucket)
+    fake_run(tmp_path / "sw", "cape_s0", pe="cape", seed=0, wers=[30], test_set="longform", buckets=long_bucket)
+
+    def rel_line(md, label):
+        rel = md.split("Relative degradation")[1]
+        return next(line for line in rel.splitlines() if line.startswith(f"| {label}"))
+
+    alone = make_report([tmp_path / "sw"], tmp_path / "a", test_set="longform")["md"].read_text()
+    assert "| n/a |" in rel_line(alone, "none/ctc")             # no bucket of its own inside 4.9 s
+    md = make_report([tmp_path / "sw"], tmp_path / "b", test_set="longform", reference_set="test")["md"].read_text()
+    assert "of test set `test`" in md
+    assert rel_line(md, "none/ctc").endswith("| test: 2-4 | 1.25× |")          # 25 / 20
+    assert rel_line(md, "rope/ctc").endswith("| test: 2-4 | 4.00× |")          # mean(48, 56) / mean(12, 14)
+    assert rel_line(md, "cape/ctc").endswith("| n/a | – |")                    # cape has no test results
+    assert "have no eval/test results" in caplog.text and "cape/ctc" in caplog.text
+    # the reference set itself as the plotted set: the ordinary table
+    same = make_report([tmp_path / "sw"], tmp_path / "c", test_set="test", reference_set="test")["md"].read_text()
+    assert rel_line(same, "none/ctc").endswith("| 2-4 | 1.00× | 1.00× | 1.50× | 4.00× |")
 
 
 def test_seed_means_and_run_listed_once(sweep):

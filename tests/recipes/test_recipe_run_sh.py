@@ -293,6 +293,8 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
             assert (report / test_set / f"{metric}_vs_length.png").exists(), (test_set, metric)
     table = (report / "test" / "cer_vs_length.md").read_text()
     assert "rope/ctc" in table and "7.0" in table
+    # long-form degradation is measured against the short test set's training-length bucket
+    assert "| rope/ctc | 5.00 | test: 0-2 | 1.00× |" in (report / "longform" / "cer_vs_length.md").read_text()
 
 
 REWRITING_PYTHON = """#!/usr/bin/env bash
