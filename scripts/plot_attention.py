@@ -19,11 +19,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from asr_pe.data.audio import load_audio  # noqa: E402
-from asr_pe.data.manifest import read_manifest  # noqa: E402
 from asr_pe.plots.attention_maps import plot_attention_maps  # noqa: E402
-from asr_pe.training.data import resolve_manifests, resolve_test_sets  # noqa: E402
 from asr_pe.training.evaluate import load_run  # noqa: E402
+from asr_pe.training.inspect_run import (  # noqa: E402
+    encode_with_attention, find_utterance, run_test_sets, utterance_features,
+)
 from asr_pe.training.run_dir import pe_label  # noqa: E402
 
 KEYS = {"run", "utt", "test", "out", "checkpoint", "max_seconds"}
@@ -47,18 +47,11 @@ def parse(argv: list[str]) -> dict:
 def main(argv: list[str]) -> int:
     a = parse(argv)
     cfg, model, tokenizer, features, cmvn, ckpt = load_run(a["run"], a.get("checkpoint", "best"))
-    data_cfg = cfg.data.copy()
-    if a.get("test"):
-        data_cfg.test = a["test"]
-    sets = resolve_test_sets(data_cfg, resolve_manifests(data_cfg))
-    utt = next((u for path in sets.values() for u in read_manifest(path) if u.id == a["utt"]), None)
-    if utt is None:
-        raise SystemExit(f"error: utterance {a['utt']!r} is not in the test sets {sorted(sets)}")
+    utt = find_utterance(run_test_sets(cfg, a.get("test")), a["utt"])
     duration = utt.duration if a.get("max_seconds") is None else min(utt.duration, float(a["max_seconds"]))
-    wave = load_audio(utt.audio_filepath, offset=utt.offset, duration=duration, source=utt.source)
-    feats = cmvn(features(wave)).unsqueeze(0)  # (1, T, F)
+    feats = utterance_features(utt, features, cmvn, a.get("max_seconds"))  # (1, T, F)
+    enc, attn = encode_with_attention(model, feats)
     with torch.no_grad():
-        enc, enc_lengths, attn = model.encode(feats, torch.tensor([feats.size(1)]), return_attention=True)
         hyp = tokenizer.decode(model.ctc_log_probs(enc).argmax(-1)[0].unique_consecutive().tolist()) \
             if model.ctc_head is not None else ""
     out = Path(a.get("out") or Path(a["run"]) / "attention" / utt.id)

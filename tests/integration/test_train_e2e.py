@@ -92,7 +92,7 @@ def test_cli_bad_manifest_names_file_and_line(tiny_synth_root, tmp_path):
     assert f"{bad}:2:" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_plot_attention_writes_one_png_per_layer(tiny_synth_root, tmp_path):
+def test_attention_diagnostics_maps_per_layer_and_stats_per_bucket(tiny_synth_root, tmp_path):
     run = tmp_path / "run"
     train(compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
         f"run_dir={run}", "pe=alibi", "encoder=transformer", "trainer.max_steps=2", "eval_after_train=false"]))
@@ -104,6 +104,20 @@ def test_plot_attention_writes_one_png_per_layer(tiny_synth_root, tmp_path):
     assert [p.name for p in pngs] == ["layer0.png", "layer1.png"] and all(p.stat().st_size > 1000 for p in pngs)
     r = run_cli("scripts/plot_attention.py", f"run={run}", "utt=nope", "checkpoint=last")
     assert r.returncode != 0 and "'nope' is not in the test sets" in r.stderr
+    # attention statistics per duration bucket: one row per utterance x layer x head
+    r = run_cli("scripts/attention_vs_length.py", f"run={run}", "per_bucket=1", f"out={tmp_path / 'stats'}",
+                "checkpoint=last")
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "stats" / "attention_stats.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    utts = {row["utt"] for row in rows}
+    assert len(rows) == len(utts) * 2 * 4 and len(utts) >= 2          # 2 layers x 4 heads (TINY_MODEL)
+    assert all(0 <= float(row["norm_entropy"]) <= 1 + 1e-6 and 0 <= float(row["local_mass"]) <= 1 + 1e-6
+               for row in rows)
+    md = (tmp_path / "stats" / "attention_stats.md").read_text()
+    assert "## mean attended distance (s)" in md and "| layer 0 | layer 1 | all |" in md
+    r = run_cli("scripts/attention_vs_length.py", f"run={run}", "per_bucket=0")
+    assert r.returncode != 0 and "per_bucket must be a positive integer" in r.stderr
 
 
 def test_cli_unknown_pe_is_clear():

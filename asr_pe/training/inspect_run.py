@@ -1,0 +1,47 @@
+"""Look inside a trained run: its test utterances, their features, the encoder's attention.
+
+Shared by the diagnostics scripts (``scripts/plot_attention.py``, ``scripts/attention_vs_length.py``),
+which load a run with `asr_pe.training.evaluate.load_run` and feed it one utterance at a time
+(batch 1: no padding, so every attention row covers exactly the utterance).
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+import torch
+
+from asr_pe.data.audio import load_audio
+from asr_pe.data.manifest import Utterance, read_manifest
+from asr_pe.training.data import resolve_manifests, resolve_test_sets
+
+__all__ = ["run_test_sets", "find_utterance", "utterance_features", "encode_with_attention"]
+
+
+def run_test_sets(cfg: DictConfig, test: str | list[str] | None = None) -> dict[str, str]:
+    """The run's test sets (name -> manifest path); ``test`` overrides ``data.test`` (names or manifests)."""
+    data_cfg = cfg.data.copy()
+    if test:
+        data_cfg.test = test
+    return resolve_test_sets(data_cfg, resolve_manifests(data_cfg))
+
+
+def find_utterance(sets: dict[str, str], utt_id: str) -> Utterance:
+    utt = next((u for path in sets.values() for u in read_manifest(path) if u.id == utt_id), None)
+    if utt is None:
+        raise SystemExit(f"error: utterance {utt_id!r} is not in the test sets {sorted(sets)}")
+    return utt
+
+
+def utterance_features(utt: Utterance, features, cmvn, max_seconds: float | None = None) -> torch.Tensor:
+    """Normalised features (1, T, F) of one utterance, its first ``max_seconds`` when given."""
+    duration = utt.duration if max_seconds is None else min(utt.duration, float(max_seconds))
+    wave = load_audio(utt.audio_filepath, offset=utt.offset, duration=duration, source=utt.source)
+    return cmvn(features(wave)).unsqueeze(0)  # (1, T, F)
+
+
+@torch.no_grad()
+def encode_with_attention(model, feats: torch.Tensor):
+    """feats (1, T, F) -> (enc (1, T', D), per-layer attention weights [(1, H, T', T')])."""
+    enc, _, attn = model.encode(feats, torch.tensor([feats.size(1)]), return_attention=True)
+    return enc, attn
