@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,12 +34,27 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return p if p.exists() else None
 
 
+EVAL_DONE = Path("eval") / "done.json"   # written once the evaluation after training has finished
+EVAL_FILES = ("per_utt.jsonl", "buckets.csv", "buckets.md")
+
+
+def mark_eval_done(run_dir: Path, test_sets: list[str]) -> None:
+    """Record that the evaluation after training covered ``test_sets`` (see `eval_done`)."""
+    atomic_write_json(Path(run_dir) / EVAL_DONE, {"test_sets": sorted(test_sets)})
+
+
 def eval_done(run_dir: Path) -> bool:
-    """A run is finished when every evaluated test set has its three files."""
+    """A run is finished when its evaluation after training completed: ``eval/done.json`` names
+    its test sets and each has its three files. The marker is written after the last set, so a
+    run killed between two test sets (``eval/test`` done, ``eval/longform`` not yet begun) is not
+    finished, and re-running it evaluates again instead of skipping it."""
+    marker = Path(run_dir) / EVAL_DONE
+    try:
+        sets = json.loads(marker.read_text())["test_sets"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
     eval_dir = Path(run_dir) / "eval"
-    sets = [d for d in eval_dir.iterdir() if d.is_dir()] if eval_dir.is_dir() else []
-    need = ("per_utt.jsonl", "buckets.csv", "buckets.md")
-    return bool(sets) and all(all((d / f).exists() for f in need) for d in sets)
+    return bool(sets) and all((eval_dir / s / f).exists() for s in sets for f in EVAL_FILES)
 
 
 def pe_label(pe: Mapping[str, Any]) -> str:

@@ -19,6 +19,7 @@ from .run_dir import (
     check_resume_compatible,
     eval_done,
     last_checkpoint,
+    mark_eval_done,
     merge_metrics,
     pe_label,
     resolve_run_dir,
@@ -125,7 +126,8 @@ def train(cfg: DictConfig) -> Path:
     if cfg.get("eval_after_train", True) and trainer.is_global_zero:
         from .evaluate import evaluate_run
 
-        evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
-                                             "data": {"test": cfg.data.get("test")}})
+        results = evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
+                                                       "data": {"test": cfg.data.get("test")}})
+        mark_eval_done(run_dir, list(results))
     print(f"[asr_pe] run directory: {run_dir}")
     return run_dir

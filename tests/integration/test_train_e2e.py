@@ -138,6 +138,7 @@ def test_study_runner_skips_finished_and_resumes_interrupted(tiny_synth_root, tm
     run = sweep / "none_ctc_s0"
     for test_set in ("test", "longform"):
         assert (run / "eval" / test_set / "buckets.csv").exists(), test_set
+    assert json.loads((run / "eval" / "done.json").read_text()) == {"test_sets": ["longform", "test"]}
     r = run_cli(*args)
     assert r.returncode == 0 and "finished run, skipped" in r.stdout
     # interrupted after training, before evaluation: resumes (nothing left to train) and evaluates
@@ -148,6 +149,14 @@ def test_study_runner_skips_finished_and_resumes_interrupted(tiny_synth_root, tm
     assert r.returncode == 0, r.stderr[-2000:]
     assert "finished run, skipped" not in r.stdout
     assert (run / "eval" / "longform" / "buckets.csv").exists()
+    # killed between two test sets (test scored, longform not begun, so no done.json): not
+    # finished; the re-run evaluates again and longform gets its files
+    shutil.rmtree(run / "eval" / "longform")
+    (run / "eval" / "done.json").unlink()
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "finished run, skipped" not in r.stdout
+    assert (run / "eval" / "longform" / "buckets.csv").exists() and (run / "eval" / "done.json").exists()
 
 
 @pytest.mark.slow
