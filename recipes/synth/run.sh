@@ -105,7 +105,9 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   for info in "$study_dir"/*/run_info.json; do
     [ -e "$info" ] || continue
     run=$(dirname "$info")
-    compgen -G "$run/eval/*/buckets.csv" > /dev/null || { log "  $(basename "$run"): not evaluated yet"; continue; }
+    # eval/done.json: written by train.py once every test set is scored (a run still being
+    # evaluated, or killed between two sets, is left out)
+    [ -f "$run/eval/done.json" ] || { log "  $(basename "$run"): not evaluated yet"; continue; }
     dest="$archive_dir/$(basename "$run")"
     mkdir -p "$dest"
     cp "$info" "$dest/"

@@ -9,6 +9,7 @@ for real with a tiny model on fixture corpora whose clips are long enough for CT
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -274,6 +275,7 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
                    "cer": cer, "cer_ci_low": cer - 1, "cer_ci_high": cer + 1}
             write_bucket_files([row], run_dir / "eval" / test_set, meta={"decode": {"method": "greedy"}})
             (run_dir / "eval" / test_set / "per_utt.jsonl").write_text('{"id": "u1"}\n')
+        (run_dir / "eval" / "done.json").write_text('{"test_sets": ["longform", "test"]}')
         (run_dir / "checkpoints").mkdir()
         (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"weights")
         (run_dir / "run_info.json").write_text(json.dumps(
@@ -281,9 +283,12 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
              "label": f"{pe}/ctc"}))
     (study / "t5_ctc_s0").mkdir()  # started, not evaluated: left out of the archive
     (study / "t5_ctc_s0" / "run_info.json").write_text("{}")
+    # being evaluated (test scored, longform not yet, so no eval/done.json): left out too
+    shutil.copytree(study / "none_ctc_s0" / "eval" / "test", study / "cape_ctc_s0" / "eval" / "test")
+    (study / "cape_ctc_s0" / "run_info.json").write_text("{}")
     out = run(SYNTH, "--stage", "3", "--stop_stage", "3", "--study_dir", str(study),
               "--archive_dir", str(archive), "--report_dir", str(report), timeout=300)
-    assert "t5_ctc_s0: not evaluated yet" in out.stdout
+    assert "t5_ctc_s0: not evaluated yet" in out.stdout and "cape_ctc_s0: not evaluated yet" in out.stdout
     files = sorted(str(p.relative_to(archive)) for p in archive.rglob("*") if p.is_file())
     assert files == sorted(f"{pe}_ctc_s0/{f}" for pe in ("none", "rope") for f in (
         "run_info.json", *(f"eval/{s}/{n}" for s in ("test", "longform")
