@@ -331,3 +331,13 @@ def test_editing_run_sh_during_a_run_does_not_change_the_running_copy(name, args
     assert "CORRUPTED" not in proc.stderr and proc.returncode == 0, proc.stderr
     assert [c.split(" pe=")[1].split()[0] for c in calls(log)] == ["none", "rope"]  # both runs, in order
     assert "CORRUPTED" in script.read_text()  # the file on disk did change
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git work tree")
+def test_the_committed_study_archive_is_not_git_ignored():
+    # `make study` archives into recipes/synth/study/runs/; a broad `runs/` ignore rule once hid it
+    probe = "recipes/synth/study/runs/none_ctc_s0/eval/test/buckets.csv"
+    proc = subprocess.run(["git", "check-ignore", "-v", probe], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 1, f"{probe} is ignored: {proc.stdout}"
+    ignored = subprocess.run(["git", "check-ignore", "runs/synth_study/none_ctc_s0/config.yaml"], cwd=REPO)
+    assert ignored.returncode == 0  # the training outputs themselves stay ignored
