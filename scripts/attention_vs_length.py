@@ -24,7 +24,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,7 +33,9 @@ from asr_pe.evaluation.attention_stats import STAT_KEYS, attention_stats  # noqa
 from asr_pe.evaluation.buckets import bucketize  # noqa: E402
 from asr_pe.io import atomic_write_text  # noqa: E402
 from asr_pe.training.evaluate import load_run  # noqa: E402
-from asr_pe.training.inspect_run import encode_with_attention, run_test_sets, utterance_features  # noqa: E402
+from asr_pe.training.inspect_run import (  # noqa: E402
+    encode_with_attention, parse_key_values, run_test_sets, utterance_features,
+)
 from asr_pe.training.run_dir import pe_label  # noqa: E402
 
 KEYS = {"run", "test", "per_bucket", "out", "checkpoint", "local_s", "max_seconds"}
@@ -46,16 +47,8 @@ TITLES = {"mean_distance_s": "mean attended distance (s)",
 
 
 def parse(argv: list[str]) -> dict:
-    args = {"per_bucket": 3, "checkpoint": "best", "local_s": 0.5}
-    for a in argv:
-        if "=" not in a:
-            raise SystemExit(f"error: expected key=value, got {a!r} (keys: {sorted(KEYS)})")
-        k, v = a.split("=", 1)
-        if k not in KEYS:
-            raise SystemExit(f"error: unknown key {k!r} (keys: {sorted(KEYS)})")
-        args[k] = yaml.safe_load(v) if k in ("per_bucket", "local_s", "max_seconds") else v
-    if "run" not in args:
-        raise SystemExit(f"error: run=… is required\n{__doc__}")
+    args = parse_key_values(argv, KEYS, required=("run",), numeric=("per_bucket", "local_s", "max_seconds"),
+                            defaults={"per_bucket": 3, "checkpoint": "best", "local_s": 0.5}, usage=__doc__)
     if not (isinstance(args["per_bucket"], int) and args["per_bucket"] >= 1):
         raise SystemExit(f"error: per_bucket must be a positive integer, got {args['per_bucket']!r}")
     return args

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import torch
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -22,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from asr_pe.plots.attention_maps import plot_attention_maps  # noqa: E402
 from asr_pe.training.evaluate import load_run  # noqa: E402
 from asr_pe.training.inspect_run import (  # noqa: E402
-    encode_with_attention, find_utterance, run_test_sets, utterance_features,
+    encode_with_attention, find_utterance, parse_key_values, run_test_sets, utterance_features,
 )
 from asr_pe.training.run_dir import pe_label  # noqa: E402
 
@@ -30,18 +29,7 @@ KEYS = {"run", "utt", "test", "out", "checkpoint", "max_seconds"}
 
 
 def parse(argv: list[str]) -> dict:
-    args = {}
-    for a in argv:
-        if "=" not in a:
-            raise SystemExit(f"error: expected key=value, got {a!r} (keys: {sorted(KEYS)})")
-        k, v = a.split("=", 1)
-        if k not in KEYS:
-            raise SystemExit(f"error: unknown key {k!r} (keys: {sorted(KEYS)})")
-        args[k] = yaml.safe_load(v) if k == "max_seconds" else v
-    for k in ("run", "utt"):
-        if k not in args:
-            raise SystemExit(f"error: {k}=… is required\n{__doc__}")
-    return args
+    return parse_key_values(argv, KEYS, required=("run", "utt"), numeric=("max_seconds",), usage=__doc__)
 
 
 def main(argv: list[str]) -> int:

@@ -7,15 +7,35 @@ which load a run with `asr_pe.training.evaluate.load_run` and feed it one uttera
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
 import torch
+import yaml
+from omegaconf import DictConfig
 
 from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Utterance, read_manifest
 from asr_pe.training.data import resolve_manifests, resolve_test_sets
 
-__all__ = ["run_test_sets", "find_utterance", "utterance_features", "encode_with_attention"]
+__all__ = ["parse_key_values", "run_test_sets", "find_utterance", "utterance_features", "encode_with_attention"]
+
+
+def parse_key_values(argv: list[str], keys: set[str], *, required: tuple[str, ...] = (),
+                     numeric: tuple[str, ...] = (), defaults: dict | None = None, usage: str = "") -> dict:
+    """``key=value`` arguments of a diagnostics script; ``numeric`` values are parsed as YAML.
+
+    Bad input exits with a one-line error naming the argument (and the usage for a missing one).
+    """
+    args = dict(defaults or {})
+    for a in argv:
+        if "=" not in a:
+            raise SystemExit(f"error: expected key=value, got {a!r} (keys: {sorted(keys)})")
+        k, v = a.split("=", 1)
+        if k not in keys:
+            raise SystemExit(f"error: unknown key {k!r} (keys: {sorted(keys)})")
+        args[k] = yaml.safe_load(v) if k in numeric else v
+    for k in required:
+        if k not in args:
+            raise SystemExit(f"error: {k}=… is required\n{usage}")
+    return args
 
 
 def run_test_sets(cfg: DictConfig, test: str | list[str] | None = None) -> dict[str, str]:
