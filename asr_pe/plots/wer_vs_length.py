@@ -385,7 +385,7 @@ def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: 
                 ax.scatter(x, ys, color=color, alpha=0.35, s=10, marker="x", lw=0.8)
     tmaxes = sorted({s.train_max_duration for s in series if s.train_max_duration is not None})
     for t in tmaxes:
-        ax.axvline(t, color="0.3", ls="--", lw=1, label=f"longest training utterance ({t:g} s)")
+        ax.axvline(t, color="0.3", ls="--", lw=1, label=f"longest training utterance ({t:.2f} s)")
     ax.set_xscale("log")
     # plain-second ticks at powers of two (the default bucket edges), not 10^x notation
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
