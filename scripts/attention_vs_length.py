@@ -16,6 +16,7 @@ The weights come from the encoder's reference path, so each layer holds a (1, H,
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import math
@@ -30,11 +31,11 @@ sys.path.insert(0, str(ROOT))
 
 from asr_pe.data.manifest import read_manifest  # noqa: E402
 from asr_pe.evaluation.attention_stats import STAT_KEYS, attention_stats  # noqa: E402
-from asr_pe.evaluation.buckets import bucketize  # noqa: E402
+from asr_pe.evaluation.buckets import bucket_label  # noqa: E402
 from asr_pe.io import atomic_write_text  # noqa: E402
 from asr_pe.training.evaluate import load_run  # noqa: E402
 from asr_pe.training.inspect_run import (  # noqa: E402
-    encode_with_attention, parse_key_values, run_test_sets, utterance_features,
+    cropped_duration, encode_with_attention, parse_key_values, run_test_sets, utterance_features,
 )
 from asr_pe.training.run_dir import pe_label  # noqa: E402
 
@@ -52,6 +53,20 @@ def parse(argv: list[str]) -> dict:
     if not (isinstance(args["per_bucket"], int) and args["per_bucket"] >= 1):
         raise SystemExit(f"error: per_bucket must be a positive integer, got {args['per_bucket']!r}")
     return args
+
+
+def first_per_bucket(utts: list, edges: list[float], n: int) -> dict[str, list]:
+    """The first ``n`` utterances (manifest order) of each [lo, hi) duration bucket, in bucket order;
+    durations past the last edge share one open bucket."""
+    bounds = sorted(float(e) for e in edges)
+    bounds = ([0.0] if bounds[0] > 0 else []) + bounds + [math.inf]
+    picked: dict[str, list] = {bucket_label(lo, hi): [] for lo, hi in zip(bounds, bounds[1:])}
+    for u in utts:
+        k = bisect.bisect_right(bounds, u.duration) - 1
+        label = bucket_label(bounds[k], bounds[k + 1])
+        if len(picked[label]) < n:
+            picked[label].append(u)
+    return {label: us for label, us in picked.items() if us}
 
 
 def markdown(rows: list[dict], title: str, n_layers: int, local_s: float) -> str:
@@ -88,23 +103,19 @@ def main(argv: list[str]) -> int:
     rows: list[dict] = []
     n_layers = 0
     for name, manifest in sets.items():
-        utts = read_manifest(manifest)
-        records = [{"id": u.id, "duration": u.duration, "errors": 0, "ref_words": 0, "sub": 0, "del": 0,
-                    "ins": 0, "char_errors": 0, "ref_chars": 0, "utt": u} for u in utts]
-        for bucket in bucketize(records, edges):
-            for rec in bucket.records[:a["per_bucket"]]:
-                utt = rec["utt"]
+        for label, bucket_utts in first_per_bucket(read_manifest(manifest), edges, a["per_bucket"]).items():
+            for utt in bucket_utts:
                 feats = utterance_features(utt, features, cmvn, a.get("max_seconds"))  # (1, T, F)
                 _, attn = encode_with_attention(model, feats)
                 n_layers = len(attn)
-                duration = utt.duration if a.get("max_seconds") is None else min(utt.duration, float(a["max_seconds"]))
+                duration = cropped_duration(utt, a.get("max_seconds"))
                 for layer, w in enumerate(attn):
                     stats = attention_stats(w[0].float(), model.frame_shift_s, a["local_s"])  # w: (1, H, T, T)
                     for head in range(w.size(1)):
-                        rows.append({"test_set": name, "bucket": bucket.label, "utt": utt.id,
+                        rows.append({"test_set": name, "bucket": label, "utt": utt.id,
                                      "duration": round(duration, 3), "frames": w.size(-1), "layer": layer,
                                      "head": head, **{k: float(stats[k][head]) for k in STAT_KEYS}})
-                print(f"{name} {bucket.label}: {utt.id} ({duration:.1f} s, {attn[0].size(-1)} frames)", flush=True)
+                print(f"{name} {label}: {utt.id} ({duration:.1f} s, {attn[0].size(-1)} frames)", flush=True)
     if not rows:
         raise SystemExit(f"error: no utterances in the test sets {sorted(sets)}")
     out = Path(a.get("out") or Path(a["run"]) / "attention_stats")

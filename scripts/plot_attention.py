@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from asr_pe.plots.attention_maps import plot_attention_maps  # noqa: E402
 from asr_pe.training.evaluate import load_run  # noqa: E402
 from asr_pe.training.inspect_run import (  # noqa: E402
-    encode_with_attention, find_utterance, parse_key_values, run_test_sets, utterance_features,
+    cropped_duration, encode_with_attention, find_utterance, parse_key_values, run_test_sets, utterance_features,
 )
 from asr_pe.training.run_dir import pe_label  # noqa: E402
 
@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
     a = parse(argv)
     cfg, model, tokenizer, features, cmvn, ckpt = load_run(a["run"], a.get("checkpoint", "best"))
     utt = find_utterance(run_test_sets(cfg, a.get("test")), a["utt"])
-    duration = utt.duration if a.get("max_seconds") is None else min(utt.duration, float(a["max_seconds"]))
+    duration = cropped_duration(utt, a.get("max_seconds"))
     feats = utterance_features(utt, features, cmvn, a.get("max_seconds"))  # (1, T, F)
     enc, attn = encode_with_attention(model, feats)
     with torch.no_grad():

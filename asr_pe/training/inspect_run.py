@@ -15,7 +15,7 @@ from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Utterance, read_manifest
 from asr_pe.training.data import resolve_manifests, resolve_test_sets
 
-__all__ = ["parse_key_values", "run_test_sets", "find_utterance", "utterance_features", "encode_with_attention"]
+__all__ = ["parse_key_values", "run_test_sets", "find_utterance", "cropped_duration", "utterance_features", "encode_with_attention"]
 
 
 def parse_key_values(argv: list[str], keys: set[str], *, required: tuple[str, ...] = (),
@@ -53,9 +53,14 @@ def find_utterance(sets: dict[str, str], utt_id: str) -> Utterance:
     return utt
 
 
+def cropped_duration(utt: Utterance, max_seconds: float | None = None) -> float:
+    """Seconds of ``utt`` that are used: all of it, or its first ``max_seconds``."""
+    return utt.duration if max_seconds is None else min(utt.duration, float(max_seconds))
+
+
 def utterance_features(utt: Utterance, features, cmvn, max_seconds: float | None = None) -> torch.Tensor:
     """Normalised features (1, T, F) of one utterance, its first ``max_seconds`` when given."""
-    duration = utt.duration if max_seconds is None else min(utt.duration, float(max_seconds))
+    duration = cropped_duration(utt, max_seconds)
     wave = load_audio(utt.audio_filepath, offset=utt.offset, duration=duration, source=utt.source)
     return cmvn(features(wave)).unsqueeze(0)  # (1, T, F)
 
