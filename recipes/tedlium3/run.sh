@@ -119,7 +119,9 @@ if run_stage 4; then
   log "stage 4: train pes=[$pes] experiment=$experiment"
   for pe in $pes; do
     run="$runs_dir/$pe"
-    if compgen -G "$run/eval/*/buckets.csv" > /dev/null; then log "  $pe: done ($run/eval exists)"; continue; fi
+    # eval/done.json: train.py writes it once every test set is scored; a run killed mid-evaluation
+    # lacks it and is started again (resume=auto: training is complete, evaluation is redone)
+    if [ -f "$run/eval/done.json" ]; then log "  $pe: done ($run/eval/done.json exists)"; continue; fi
     # shellcheck disable=SC2086  # $extra holds several overrides on purpose
     "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
       data.corpus.manifest_dir="$manifest_dir" $extra

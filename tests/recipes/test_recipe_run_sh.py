@@ -112,7 +112,11 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
         (md / f"{part}.jsonl").write_text("")
     (runs / "rope" / "eval" / "test-clean").mkdir(parents=True)
     (runs / "rope" / "eval" / "test-clean" / "buckets.csv").write_text("done")  # rope: trained+evaluated
-    args = ["--stage", "3", "--stop_stage", "6", "--work_dir", str(work), "--pes", "none rope",
+    (runs / "rope" / "eval" / "done.json").write_text('{"test_sets": ["test-clean"]}')
+    # cape: killed while train.py evaluated it (a set scored, no done.json): stage 4 runs it again
+    (runs / "cape" / "eval" / "test-clean").mkdir(parents=True)
+    (runs / "cape" / "eval" / "test-clean" / "buckets.csv").write_text("partial")
+    args = ["--stage", "3", "--stop_stage", "6", "--work_dir", str(work), "--pes", "none rope cape",
             "--extra", "trainer.max_steps=2 trainer.accelerator=cpu", "--eval_extra", "device=cpu"]
     run(LIBRI, *args, python=python, env={"FAKE_LOG": str(log)})
     got = calls(log)
@@ -123,11 +127,12 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     ]
     train = [c for c in got if "train.py" in c]
     assert train == [
-        f"{REPO}/train.py experiment=cape_librispeech pe=none run_dir={runs}/none resume=auto "
+        f"{REPO}/train.py experiment=cape_librispeech pe={pe} run_dir={runs}/{pe} resume=auto "
         f"data.corpus.manifest_dir={md} data.corpus.train=['train-clean-100','train-clean-360','train-other-500'] "
         f"data.corpus.dev=['dev-clean','dev-other'] data.corpus.test=['test-clean','test-other'] "
         f"trainer.max_steps=2 trainer.accelerator=cpu"
-    ]  # rope skipped: its eval/ exists
+        for pe in ("none", "cape")
+    ]  # rope skipped: its eval/done.json exists
     ev = [c for c in got if "evaluate.py" in c]
     sets = ["test-clean", "test-clean_long", "test-other", "test-other_long"]
 
@@ -137,10 +142,11 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     assert ev == [
         f"{REPO}/evaluate.py run={runs}/none data.test={hydra_list(sets)} device=cpu",
         f"{REPO}/evaluate.py run={runs}/rope data.test={hydra_list(sets[1:])} device=cpu",  # test-clean done
+        f"{REPO}/evaluate.py run={runs}/cape data.test={hydra_list(sets[1:])} device=cpu",
     ]
     plots = [c for c in got if "plot_wer_vs_length.py" in c]
     assert plots == [
-        f"{REPO}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope --test-set {s} --out {work}/plots/{s}"
+        f"{REPO}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope {runs}/cape --test-set {s} --out {work}/plots/{s}"
         for s in sets
     ]
     # Re-running stage 3 does nothing: every long-form manifest exists.
