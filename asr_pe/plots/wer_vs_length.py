@@ -138,7 +138,7 @@ def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return list(dict.fromkeys(found))           # a run reached twice counts once
 
 
-def _read_info(run_dir: Path) -> dict:
+def read_run_info(run_dir: Path) -> dict:
     path = run_dir / RUN_INFO
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
@@ -190,7 +190,7 @@ def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
         if not csv_path.is_file():
             missing.append(str(d))
             continue
-        runs.append(RunResult(d, _read_info(d), test_set, read_bucket_csv(csv_path), _decode_method(csv_path)))
+        runs.append(RunResult(d, read_run_info(d), test_set, read_bucket_csv(csv_path), _decode_method(csv_path)))
     if missing:
         log.warning("%d run(s) have no eval/%s/buckets.csv and are left out: %s",
                     len(missing), test_set, ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))

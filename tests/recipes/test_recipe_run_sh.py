@@ -306,6 +306,8 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     assert "rope/ctc" in table and "7.0" in table
     # long-form degradation is measured against the short test set's training-length bucket
     assert "| rope/ctc | 5.00 | test: 0-2 | 1.00× |" in (report / "longform" / "cer_vs_length.md").read_text()
+    summary = (report / "summary.md").read_text()
+    assert "| rope | 0 | 7.0 |" in summary and "| none | 0 | 12.0 |" in summary
 
 
 REWRITING_PYTHON = """#!/usr/bin/env bash

@@ -1,0 +1,129 @@
+"""The length study's two summary tables, regenerated from archived run directories.
+
+1. Accuracy: per label, CER at a few buckets of the short test set and on the long-form set,
+   each as the seed mean with the per-seed values in parentheses; the degradation ratios
+   (CER of a long bucket over the same label's CER in the reference bucket, both seed means);
+   WER at the reference bucket, the longest short bucket and long-form. Rows by reference CER.
+2. Attention: per label, mean attended distance (seconds, and as a fraction of the utterance)
+   and the share of attention within ±local_s, per duration bucket, from each run's
+   ``attention_stats/attention_stats.csv`` (scripts/attention_vs_length.py), averaged over
+   the utterances, layers and heads of a bucket and then over the label's runs.
+
+Both read what `plot_wer_vs_length` reads (run_info.json, eval/<set>/buckets.csv), through
+the same loader, so the seed means here are the ones in its tables.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .wer_vs_length import ALL_LABEL, LabelSeries, aggregate, find_run_dirs, load_runs, read_run_info
+
+ATTENTION_CSV = Path("attention_stats") / "attention_stats.csv"
+
+
+def _fmt(x: float, digits: int = 1) -> str:
+    return "–" if x is None or math.isnan(x) else f"{x:.{digits}f}"
+
+
+def _cell(s: LabelSeries, bucket: str) -> str:
+    """Seed mean, then the per-seed values when there are several: ``7.2 (6.9, 7.4)``."""
+    if bucket not in s.value:
+        return "–"
+    text = _fmt(s.value[bucket])
+    if len(s.per_seed[bucket]) > 1:
+        text += " (" + ", ".join(_fmt(v) for v in s.per_seed[bucket]) + ")"
+    return text
+
+
+def _ratio(s: LabelSeries, bucket: str, ref: float) -> str:
+    v = s.value.get(bucket, math.nan)
+    return "–" if math.isnan(v) or not ref or math.isnan(ref) else f"{v / ref:.2f}×"
+
+
+def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_set: str,
+                   buckets: Sequence[str], ref_bucket: str, long_bucket: str = ALL_LABEL) -> str:
+    """Markdown table (see the module docstring). ``buckets`` are buckets of ``short_set``;
+    ``ref_bucket`` must be one of them; ``long_bucket`` is the long-form set's bucket."""
+    assert ref_bucket in buckets, f"ref_bucket {ref_bucket!r} must be one of the buckets {list(buckets)}"
+    paths = list(paths)
+    short_runs, _ = load_runs(paths, short_set)
+    long_runs, _ = load_runs(paths, long_set)
+    cer = {s.label: s for s in aggregate(short_runs, "cer")}
+    wer = {s.label: s for s in aggregate(short_runs, "wer")}
+    long_cer = {s.label: s for s in aggregate(long_runs, "cer")}
+    long_wer = {s.label: s for s in aggregate(long_runs, "wer")}
+    durations = [s.mean_duration.get(long_bucket, math.nan) for s in long_cer.values()]
+    long_name = f"{round(sum(durations) / len(durations), -1):.0f} s" if durations else long_set
+    last = buckets[-1]
+    head = (["PE", "seeds"] + [f"CER {b} s" for b in buckets] + [f"CER {long_name}"]
+            + [f"{last} / {ref_bucket}", f"{long_name} / {ref_bucket}"]
+            + [f"WER {ref_bucket} s", f"WER {last} s", f"WER {long_name}"])
+    lines = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
+    order = sorted(cer, key=lambda label: cer[label].value.get(ref_bucket, math.inf))
+    for label in order:
+        s, lc = cer[label], long_cer.get(label)
+        ref = s.value.get(ref_bucket, math.nan)
+        seeds = ", ".join(str(x) for x in s.seeds)
+        row = [label.removesuffix("/ctc"), seeds] + [_cell(s, b) for b in buckets]
+        row += [_cell(lc, long_bucket) if lc else "–"]
+        row += [_ratio(s, last, ref), _ratio(lc, long_bucket, ref) if lc else "–"]
+        row += [_fmt(wer[label].value.get(ref_bucket, math.nan)), _fmt(wer[label].value.get(last, math.nan)),
+                _fmt(long_wer[label].value.get(long_bucket, math.nan)) if label in long_wer else "–"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def read_attention_stats(run_dir: Path) -> dict[str, dict[str, float]]:
+    """bucket -> mean distance (s), mean distance / duration, local share, over the run's rows."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+    path = Path(run_dir) / ATTENTION_CSV
+    with open(path, newline="") as f:
+        for line_no, row in enumerate(csv.DictReader(f), start=2):
+            try:
+                dist, dur, local = float(row["mean_distance_s"]), float(row["duration"]), float(row["local_mass"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{path}:{line_no}: bad attention_stats row ({e})") from None
+            acc = sums[row["bucket"]]
+            acc[0] += dist
+            acc[1] += dist / dur
+            acc[2] += local
+            acc[3] += 1
+    return {b: {"distance_s": a[0] / a[3], "distance_frac": a[1] / a[3], "local": a[2] / a[3]}
+            for b, a in sums.items()}
+
+
+def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str],
+                    bucket_names: Sequence[str] | None = None) -> str:
+    """Markdown table of attended distance and local share per bucket; rows by distance in the
+    first bucket. Runs of one label (seeds) are averaged. Runs without attention stats are left out."""
+    names = list(bucket_names or [f"{b} s" for b in buckets])
+    assert len(names) == len(buckets), "one display name per bucket"
+    per_label: dict[str, list[dict]] = defaultdict(list)
+    for run_dir in find_run_dirs(paths):
+        if (run_dir / ATTENTION_CSV).is_file():
+            info = read_run_info(run_dir)
+            label = str(info.get("label") or f"{info.get('pe', '?')}/{info.get('loss', '?')}")
+            per_label[label].append(read_attention_stats(run_dir))
+    if not per_label:
+        raise FileNotFoundError(f"no run under the given paths has {ATTENTION_CSV}")
+
+    def mean(label: str, bucket: str, key: str) -> float:
+        vals = [st[bucket][key] for st in per_label[label] if bucket in st]
+        return sum(vals) / len(vals) if vals else math.nan
+
+    head = ["PE"] + [f"distance {n}" for n in names] + [f"local {n}" for n in names]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+    for label in sorted(per_label, key=lambda lb: mean(lb, buckets[0], "distance_s")):
+        row = [label.removesuffix("/ctc")]
+        row += [f"{_fmt(mean(label, b, 'distance_s'), 2)} s ({_fmt(mean(label, b, 'distance_frac'), 2)})"
+                for b in buckets]
+        row += [_fmt(mean(label, b, "local"), 2) for b in buckets]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+

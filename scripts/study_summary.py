@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""Summary tables of a length study (accuracy per bucket with seeds; attention versus length).
+
+    python scripts/study_summary.py recipes/synth/study/runs [--short test] [--long longform] \\
+        [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--out FILE.md]
+
+Arguments are run dirs or folders searched for them (as for plot_wer_vs_length.py). Prints the
+two markdown tables (see asr_pe/plots/study_summary.py); --out also writes them to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from asr_pe.io import atomic_write_text  # noqa: E402
+from asr_pe.plots.study_summary import accuracy_table, attention_table  # noqa: E402
+from asr_pe.plots.wer_vs_length import RunDirError  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", help="run directories or folders holding them")
+    parser.add_argument("--short", default="test", help="the short test set (eval/<name>)")
+    parser.add_argument("--long", default="longform", help="the long-form test set (eval/<name>)")
+    parser.add_argument("--buckets", nargs="+", default=["0-2", "2-4", "32-64"],
+                        help="buckets of the short set to show; the last is the ratio's numerator")
+    parser.add_argument("--ref", default="2-4", help="reference bucket (inside the training lengths)")
+    parser.add_argument("--attention-buckets", nargs="+", default=["2-4", "32-64", "128-256"])
+    parser.add_argument("--out", default=None, help="also write the tables to this markdown file")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        text = accuracy_table(args.paths, short_set=args.short, long_set=args.long,
+                              buckets=args.buckets, ref_bucket=args.ref)
+        try:
+            text += "\n" + attention_table(args.paths, buckets=args.attention_buckets)
+        except FileNotFoundError as e:
+            logging.warning("no attention table: %s", e)
+    except (RunDirError, FileNotFoundError, ValueError, AssertionError) as e:
+        print(f"study_summary: {e}", file=sys.stderr)
+        return 1
+    print(text, end="")
+    if args.out:
+        atomic_write_text(args.out, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Study summary tables from fake run dirs: seed means, per-seed values, ratios, attention means."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asr_pe.evaluation.buckets import write_bucket_files
+from asr_pe.plots.study_summary import accuracy_table, attention_table
+
+REPO = Path(__file__).resolve().parents[2]
+SHORT = [("0-2", 0, 2, 1.5), ("2-4", 2, 4, 3.0), ("32-64", 32, 64, 45.0)]
+LONG = [("128-256", 128, 256, 158.0)]
+
+
+def write_set(run: Path, test_set: str, buckets, cers, wer_factor=4.0):
+    rows = [{"bucket": b, "lo": float(lo), "hi": float(hi), "utterances": 5, "mean_duration": dur,
+             "ref_words": 100, "errors": 0, "sub": 0, "del": 0, "ins": 0, "wer": cer * wer_factor,
+             "wer_ci_low": 0.0, "wer_ci_high": 100.0, "ref_chars": 500, "char_errors": 0, "cer": cer,
+             "cer_ci_low": cer - 1, "cer_ci_high": cer + 1}
+            for (b, lo, hi, dur), cer in zip(buckets, cers)]
+    rows.append(dict(rows[-1], bucket="all", lo=0.0, hi=math.inf))
+    write_bucket_files(rows, run / "eval" / test_set)
+
+
+def fake_run(root: Path, pe: str, seed: int, short_cers, long_cer, attention=None) -> Path:
+    run = root / f"{pe}_ctc_s{seed}"
+    write_set(run, "test", SHORT, short_cers)
+    write_set(run, "longform", LONG, [long_cer])
+    (run / "run_info.json").write_text(json.dumps(
+        {"pe": pe, "loss": "ctc", "seed": seed, "train_max_duration": 5.0, "label": f"{pe}/ctc"}))
+    if attention:
+        lines = ["test_set,bucket,utt,duration,frames,layer,head,mean_distance_s,entropy,norm_entropy,local_mass"]
+        lines += [f"test,{b},u{i},{dur},10,0,0,{dist},1.0,0.5,{local}" for i, (b, dur, dist, local) in enumerate(attention)]
+        (run / "attention_stats").mkdir()
+        (run / "attention_stats" / "attention_stats.csv").write_text("\n".join(lines) + "\n")
+    return run
+
+
+@pytest.fixture()
+def study(tmp_path):
+    root = tmp_path / "runs"
+    fake_run(root, "rope", 0, [6.0, 8.0, 16.0], 24.0,
+             attention=[("2-4", 3.0, 0.6, 0.8), ("2-4", 3.0, 0.3, 0.6), ("32-64", 40.0, 12.0, 0.2)])
+    fake_run(root, "rope", 1, [7.0, 6.0, 14.0], 28.0)
+    fake_run(root, "none", 0, [11.0, 10.0, 11.0], 12.0,
+             attention=[("2-4", 3.0, 1.0, 0.3), ("32-64", 40.0, 13.0, 0.03)])
+    return root
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    lines = [line.strip("| ").split(" | ") for line in table.strip().splitlines()]
+    return {cells[0]: cells for cells in lines[2:]}
+
+
+def test_accuracy_table_seed_means_per_seed_values_and_ratios(study):
+    table = accuracy_table([study], short_set="test", long_set="longform", buckets=["0-2", "2-4", "32-64"],
+                           ref_bucket="2-4", long_bucket="128-256")
+    header = table.splitlines()[0]
+    assert "CER 160 s" in header and "32-64 / 2-4" in header and "160 s / 2-4" in header
+    rows = _rows(table)
+    assert list(rows) == ["rope", "none"]                     # by 2-4 s CER: 7.0 before 10.0
+    rope = rows["rope"]
+    assert rope[1] == "0, 1"
+    assert rope[2:6] == ["6.5 (6.0, 7.0)", "7.0 (8.0, 6.0)", "15.0 (16.0, 14.0)", "26.0 (24.0, 28.0)"]
+    assert rope[6:8] == [f"{15 / 7:.2f}×", f"{26 / 7:.2f}×"]  # ratios of the seed means
+    assert rope[8:11] == ["28.0", "60.0", "104.0"]            # WER = 4 × CER in the fakes
+    assert rows["none"][2:8] == ["11.0", "10.0", "11.0", "12.0", "1.10×", "1.20×"]
+
+
+def test_attention_table_averages_rows_per_bucket_and_skips_runs_without_stats(study):
+    rows = _rows(attention_table([study], buckets=["2-4", "32-64"]))
+    assert list(rows) == ["rope", "none"]                     # by distance at 2-4 s
+    # rope: only seed 0 has stats; 2-4 s is the mean of two rows
+    assert rows["rope"][1:] == ["0.45 s (0.15)", "12.00 s (0.30)", "0.70", "0.20"]
+    assert rows["none"][1:] == ["1.00 s (0.33)", "13.00 s (0.33)", "0.30", "0.03"]
+
+
+def test_script_prints_both_tables_and_writes_the_file(study, tmp_path):
+    out = tmp_path / "summary.md"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "study_summary.py"), str(study),
+                           "--attention-buckets", "2-4", "32-64", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == proc.stdout
+    assert proc.stdout.count("| PE |") == 2
+    bad = subprocess.run([sys.executable, str(REPO / "scripts" / "study_summary.py"), str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "no such run or sweep directory" in bad.stderr
+
+
+def test_a_bad_attention_row_names_the_file_and_line(study):
+    path = study / "none_ctc_s0" / "attention_stats" / "attention_stats.csv"
+    path.write_text(path.read_text() + "test,2-4,u9,3.0,10,0,0,oops,1.0,0.5,0.3\n")
+    with pytest.raises(ValueError, match=rf"{path}:4: bad attention_stats row"):
+        attention_table([study], buckets=["2-4"])
