@@ -2,7 +2,7 @@
 """Summary tables of a length study (accuracy per bucket with seeds; attention versus length).
 
     python scripts/study_summary.py recipes/synth/study/runs [--short test] [--long longform] \\
-        [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--out FILE.md]
+        [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--attention-names ...] [--out FILE.md]
 
 Arguments are run dirs or folders searched for them (as for plot_wer_vs_length.py). Prints the
 two markdown tables (see asr_pe/plots/study_summary.py); --out also writes them to a file.
@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="buckets of the short set to show; the last is the ratio's numerator")
     parser.add_argument("--ref", default="2-4", help="reference bucket (inside the training lengths)")
     parser.add_argument("--attention-buckets", nargs="+", default=["2-4", "32-64", "128-256"])
+    parser.add_argument("--attention-names", nargs="+", default=None,
+                        help="column names of the attention buckets (default: '<bucket> s')")
     parser.add_argument("--out", default=None, help="also write the tables to this markdown file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -38,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         text = accuracy_table(args.paths, short_set=args.short, long_set=args.long,
                               buckets=args.buckets, ref_bucket=args.ref)
         try:
-            text += "\n" + attention_table(args.paths, buckets=args.attention_buckets)
+            text += "\n" + attention_table(args.paths, buckets=args.attention_buckets,
+                                           bucket_names=args.attention_names)
         except FileNotFoundError as e:
             logging.warning("no attention table: %s", e)
     except (RunDirError, FileNotFoundError, ValueError, AssertionError) as e:

@@ -129,7 +129,8 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   done
   # the summary tables of RESULTS.md: seed means with per-seed values at 0-2, 2-4, 32-64 s and
   # long-form, ratios to 2-4 s; attention vs length for runs with attention_stats/
-  "$PYTHON" scripts/study_summary.py "$archive_dir" --out "$report_dir/summary.md" > /dev/null
+  "$PYTHON" scripts/study_summary.py "$archive_dir" --attention-names "2-4 s" "32-64 s" "160 s" \
+    --out "$report_dir/summary.md" > /dev/null
 fi
 log "done"
 exit 0

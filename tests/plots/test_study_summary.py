@@ -82,11 +82,11 @@ def test_attention_table_averages_rows_per_bucket_and_skips_runs_without_stats(s
 def test_script_prints_both_tables_and_writes_the_file(study, tmp_path):
     out = tmp_path / "summary.md"
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "study_summary.py"), str(study),
-                           "--attention-buckets", "2-4", "32-64", "--out", str(out)],
+                           "--attention-buckets", "2-4", "32-64", "--attention-names", "short", "long", "--out", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == proc.stdout
-    assert proc.stdout.count("| PE |") == 2
+    assert proc.stdout.count("| PE |") == 2 and "| distance short | distance long |" in proc.stdout
     bad = subprocess.run([sys.executable, str(REPO / "scripts" / "study_summary.py"), str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "no such run or sweep directory" in bad.stderr
