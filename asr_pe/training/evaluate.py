@@ -8,6 +8,7 @@ checkpoint (``weights_only=True``), decodes every selected test set and writes
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -96,6 +97,11 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     over = OmegaConf.create(OmegaConf.to_container(cfg_overrides, resolve=True) if isinstance(cfg_overrides, DictConfig)
                             else dict(cfg_overrides or {}))
     eval_cfg = over.get("eval") or {}
+    # eval.suffix keeps several evaluations of one set side by side (eval/test, eval/test_joint,
+    # eval/test_chunked20): without it a second decoding method would replace the first's files
+    suffix = str(eval_cfg.get("suffix") or "")
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]*", suffix):
+        raise ValueError(f"eval.suffix={suffix!r}: use letters, digits and _ . + - only (it names a folder)")
     decode = (OmegaConf.to_container(over.decode, resolve=True) if over.get("decode") is not None
               else {"method": "greedy"})
     cfg, model, tokenizer, features, cmvn, ckpt = load_run(run_dir, eval_cfg.get("checkpoint", "best"), device)
@@ -131,7 +137,7 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
         by_id = {u.id: i for i, u in enumerate(utts)}
         records.sort(key=lambda r: by_id[r["id"]])  # manifest order
         rows = bucket_table(records, edges, n_boot=int(eval_cfg.get("n_boot", 1000)), seed=0)
-        out = run_dir / "eval" / name
+        out = run_dir / "eval" / f"{name}{suffix}"
         out.mkdir(parents=True, exist_ok=True)
         meta = {"run": str(run_dir), "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "test_set": name,
                 "manifest": str(path), "checkpoint": ckpt.name, "decode": decode, "mode": mode,
@@ -142,5 +148,5 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
         write_bucket_files(rows, out, meta=meta)
         print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')}")
         print(format_table(rows))
-        results[name] = rows
+        results[f"{name}{suffix}"] = rows
     return results

@@ -48,6 +48,14 @@ def test_ctc_run_learns_and_evaluates(tiny_synth_root, tmp_path):
     evaluate_run(run, {"decode": {"method": "beam", "beam": 4}, "eval": {"n_boot": 20, "checkpoint": "last"}})
     meta = json.loads((out / "buckets.meta.json").read_text())
     assert meta["decode"]["method"] == "beam"
+    # eval.suffix keeps another evaluation beside it instead of replacing it
+    results = evaluate_run(run, {"decode": {"method": "greedy"},
+                                 "eval": {"n_boot": 20, "checkpoint": "last", "suffix": "_greedy"}})
+    assert list(results) == ["test_greedy"]
+    assert json.loads((run / "eval" / "test_greedy" / "buckets.meta.json").read_text())["decode"]["method"] == "greedy"
+    assert json.loads((out / "buckets.meta.json").read_text())["decode"]["method"] == "beam"
+    with pytest.raises(ValueError, match="eval.suffix='../x'"):
+        evaluate_run(run, {"eval": {"suffix": "../x", "checkpoint": "last"}})
 
 
 def test_resume_continues_the_step_count(tiny_synth_root, tmp_path):
