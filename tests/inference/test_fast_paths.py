@@ -150,8 +150,22 @@ def test_toeplitz_layout(q_range, k_range):
     table = torch.randn(3, offsets.numel())
     lookup = {int(o): i for i, o in enumerate(offsets)}
     expected = torch.stack([torch.stack([table[:, lookup[int(i - j)]] for j in k_pos], -1) for i in q_pos], -2)
-    assert torch.equal(toeplitz(table, q_pos.numel(), k_pos.numel()), expected)
+    laid_out = toeplitz(table, q_pos.numel(), k_pos.numel())
+    assert torch.equal(laid_out, expected)
+    # row-major whatever the shape (a column-major bias makes SDPA's reads strided and slow)
+    assert laid_out.is_contiguous(), laid_out.stride()
     assert descending_offsets(torch.tensor([0, 2]), k_pos) is None  # not a range
+
+
+def test_toeplitz_of_a_wide_block_is_row_major_and_its_gradient_sums_per_offset():
+    table = torch.randn(2, 4 + 300 - 1, requires_grad=True)  # a long-form query block: Tq << Tk
+    laid_out = toeplitz(table, 4, 300)
+    assert laid_out.is_contiguous(), laid_out.stride()
+    laid_out.sum().backward()
+    # offset column c occurs once per row whose window covers it: min(c + 1, Tq, W - c) times
+    W = table.size(-1)
+    counts = torch.tensor([min(c + 1, 4, W - c) for c in range(W)], dtype=torch.float32)
+    assert torch.equal(table.grad, counts.expand(2, W))
 
 
 @pytest.mark.parametrize("beyond", ["clip", "zero"])
