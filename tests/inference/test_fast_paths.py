@@ -150,10 +150,12 @@ def test_toeplitz_layout(q_range, k_range):
     table = torch.randn(3, offsets.numel())
     lookup = {int(o): i for i, o in enumerate(offsets)}
     expected = torch.stack([torch.stack([table[:, lookup[int(i - j)]] for j in k_pos], -1) for i in q_pos], -2)
-    laid_out = toeplitz(table, q_pos.numel(), k_pos.numel())
-    assert torch.equal(laid_out, expected)
-    # row-major whatever the shape (a column-major bias makes SDPA's reads strided and slow)
-    assert laid_out.is_contiguous(), laid_out.stride()
+    # row-major whatever the shape, also from a transposed table such as T5's (H, W) = (W, H).t()
+    # (a bias in another layout makes SDPA copy it or read it strided: slow)
+    for given in (table, table.t().contiguous().t()):
+        laid_out = toeplitz(given, q_pos.numel(), k_pos.numel())
+        assert torch.equal(laid_out, expected)
+        assert laid_out.is_contiguous(), laid_out.stride()
     assert descending_offsets(torch.tensor([0, 2]), k_pos) is None  # not a range
 
 

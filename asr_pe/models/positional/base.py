@@ -159,8 +159,11 @@ def toeplitz(table: torch.Tensor, n_queries: int, n_keys: int) -> torch.Tensor:
     Row-major matters: ``unfold(...).flip(-2)`` gives the same values, but for a wide block
     (Tq ≪ Tk, as in blocked long-form inference) torch lays the flipped copy out column-major
     (strides (..., 1, Tq)), and SDPA reading such a mask took 2.3× as long as a row-major one
-    (H = 4, 93 × 90 000: 242 vs 104 ms, 1 thread); selecting the rows gives row-major always."""
+    (H = 4, 93 × 90 000: 242 vs 104 ms, 1 thread); selecting the rows of a row-major table
+    gives row-major always."""
     assert table.size(-1) == n_queries + n_keys - 1, f"toeplitz: {table.size(-1)} offsets for {n_queries}x{n_keys}"
-    windows = table.unfold(-1, n_keys, 1)  # (..., Tq, Tk) view: window m = offsets of row Tq − 1 − m
+    # the copy below keeps the table's layout, so a transposed table (T5's (H, W) comes from a
+    # (W, H) lookup) must be made row-major first: a cheap copy of Tq + Tk − 1 values per head
+    windows = table.contiguous().unfold(-1, n_keys, 1)  # (..., Tq, Tk) view: window m = offsets of row Tq − 1 − m
     rows = torch.arange(n_queries - 1, -1, -1, device=table.device)
     return windows[..., rows, :]  # (..., Tq, Tk), contiguous
