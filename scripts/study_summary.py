@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                                            bucket_names=args.attention_names)
         except FileNotFoundError as e:
             logging.warning("no attention table: %s", e)
-    except (RunDirError, FileNotFoundError, ValueError, AssertionError) as e:
+    except (RunDirError, FileNotFoundError, ValueError) as e:
         print(f"study_summary: {e}", file=sys.stderr)
         return 1
     print(text, end="")

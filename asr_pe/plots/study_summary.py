@@ -22,22 +22,20 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .wer_vs_length import ALL_LABEL, LabelSeries, aggregate, find_run_dirs, load_runs, read_run_info
+from .wer_vs_length import (
+    ALL_LABEL, LabelSeries, aggregate, find_run_dirs, format_value, load_runs, read_run_info, run_label,
+)
 
 ATTENTION_CSV = Path("attention_stats") / "attention_stats.csv"
-
-
-def _fmt(x: float, digits: int = 1) -> str:
-    return "–" if x is None or math.isnan(x) else f"{x:.{digits}f}"
 
 
 def _cell(s: LabelSeries, bucket: str) -> str:
     """Seed mean, then the per-seed values when there are several: ``7.2 (6.9, 7.4)``."""
     if bucket not in s.value:
         return "–"
-    text = _fmt(s.value[bucket])
+    text = format_value(s.value[bucket])
     if len(s.per_seed[bucket]) > 1:
-        text += " (" + ", ".join(_fmt(v) for v in s.per_seed[bucket]) + ")"
+        text += " (" + ", ".join(format_value(v) for v in s.per_seed[bucket]) + ")"
     return text
 
 
@@ -50,7 +48,8 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
                    buckets: Sequence[str], ref_bucket: str, long_bucket: str = ALL_LABEL) -> str:
     """Markdown table (see the module docstring). ``buckets`` are buckets of ``short_set``;
     ``ref_bucket`` must be one of them; ``long_bucket`` is the long-form set's bucket."""
-    assert ref_bucket in buckets, f"ref_bucket {ref_bucket!r} must be one of the buckets {list(buckets)}"
+    if ref_bucket not in buckets:
+        raise ValueError(f"reference bucket {ref_bucket!r} must be one of the buckets {list(buckets)}")
     paths = list(paths)
     short_runs, _ = load_runs(paths, short_set)
     long_runs, _ = load_runs(paths, long_set)
@@ -73,8 +72,8 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
         row = [label.removesuffix("/ctc"), seeds] + [_cell(s, b) for b in buckets]
         row += [_cell(lc, long_bucket) if lc else "–"]
         row += [_ratio(s, last, ref), _ratio(lc, long_bucket, ref) if lc else "–"]
-        row += [_fmt(wer[label].value.get(ref_bucket, math.nan)), _fmt(wer[label].value.get(last, math.nan)),
-                _fmt(long_wer[label].value.get(long_bucket, math.nan)) if label in long_wer else "–"]
+        row += [format_value(wer[label].value.get(ref_bucket, math.nan)), format_value(wer[label].value.get(last, math.nan)),
+                format_value(long_wer[label].value.get(long_bucket, math.nan)) if label in long_wer else "–"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
@@ -103,13 +102,12 @@ def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str
     """Markdown table of attended distance and local share per bucket; rows by distance in the
     first bucket. Runs of one label (seeds) are averaged. Runs without attention stats are left out."""
     names = list(bucket_names or [f"{b} s" for b in buckets])
-    assert len(names) == len(buckets), "one display name per bucket"
+    if len(names) != len(buckets):
+        raise ValueError(f"{len(names)} bucket names for {len(buckets)} buckets")
     per_label: dict[str, list[dict]] = defaultdict(list)
     for run_dir in find_run_dirs(paths):
         if (run_dir / ATTENTION_CSV).is_file():
-            info = read_run_info(run_dir)
-            label = str(info.get("label") or f"{info.get('pe', '?')}/{info.get('loss', '?')}")
-            per_label[label].append(read_attention_stats(run_dir))
+            per_label[run_label(read_run_info(run_dir))].append(read_attention_stats(run_dir))
     if not per_label:
         raise FileNotFoundError(f"no run under the given paths has {ATTENTION_CSV}")
 
@@ -121,9 +119,9 @@ def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
     for label in sorted(per_label, key=lambda lb: mean(lb, buckets[0], "distance_s")):
         row = [label.removesuffix("/ctc")]
-        row += [f"{_fmt(mean(label, b, 'distance_s'), 2)} s ({_fmt(mean(label, b, 'distance_frac'), 2)})"
+        row += [f"{format_value(mean(label, b, 'distance_s'), 2)} s ({format_value(mean(label, b, 'distance_frac'), 2)})"
                 for b in buckets]
-        row += [_fmt(mean(label, b, "local"), 2) for b in buckets]
+        row += [format_value(mean(label, b, "local"), 2) for b in buckets]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

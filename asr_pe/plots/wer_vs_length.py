@@ -76,7 +76,7 @@ class RunResult:
     @property
     def label(self) -> str:
         info = self.info
-        base = str(info.get("label") or f"{info.get('pe', '?')}/{info.get('loss', '?')}")
+        base = run_label(info)
         # A CTC model decoded greedily is the plain case; any other decoding is part of what was
         # measured (one hybrid model gives different curves with CTC, attention or joint search).
         if self.decode and not (self.decode == "greedy" and info.get("loss", "ctc") == "ctc"):
@@ -136,6 +136,11 @@ def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
         else:
             raise RunDirError(f"{p}: not a directory")
     return list(dict.fromkeys(found))           # a run reached twice counts once
+
+
+def run_label(info: dict) -> str:
+    """``pe/loss`` as run_info.json records it (its ``label``), before any decoding suffix."""
+    return str(info.get("label") or f"{info.get('pe', '?')}/{info.get('loss', '?')}")
 
 
 def read_run_info(run_dir: Path) -> dict:
@@ -256,7 +261,7 @@ def reference_bucket(s: LabelSeries) -> str | None:
 
 # ----------------------------------------------------------------------------- outputs
 
-def _fmt(x: float, digits: int = 1) -> str:
+def format_value(x: float, digits: int = 1) -> str:
     return "–" if x is None or math.isnan(x) else f"{x:.{digits}f}"
 
 
@@ -321,9 +326,9 @@ def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
             if b not in s.value:
                 cells.append("–")
                 continue
-            cell = f"{_fmt(s.value[b])} [{_fmt(s.ci_low[b])}, {_fmt(s.ci_high[b])}]"
+            cell = f"{format_value(s.value[b])} [{format_value(s.ci_low[b])}, {format_value(s.ci_high[b])}]"
             if len(s.runs) > 1:
-                cell += " (" + ", ".join(_fmt(v) for v in s.per_seed[b]) + ")"
+                cell += " (" + ", ".join(format_value(v) for v in s.per_seed[b]) + ")"
             cells.append(cell)
         seeds = ", ".join(str(x) for x in s.seeds)
         out.append(f"| {s.label} | {seeds} | " + " | ".join(cells) + " |")
@@ -346,9 +351,9 @@ def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
             if ref is None or b not in s.value or not denominator > 0:
                 cells.append("–")
             else:
-                cells.append(f"{_fmt(s.value[b] / denominator, 2)}×")
+                cells.append(f"{format_value(s.value[b] / denominator, 2)}×")
         shown = "n/a" if ref is None else (ref if reference is None else f"{reference_set}: {ref}")
-        out.append(f"| {s.label} | {_fmt(tmax, 2) if tmax is not None else '–'} | "
+        out.append(f"| {s.label} | {format_value(tmax, 2) if tmax is not None else '–'} | "
                    f"{shown} | " + " | ".join(cells) + " |")
     out.append("")
     return "\n".join(out)

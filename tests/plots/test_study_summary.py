@@ -97,3 +97,8 @@ def test_a_bad_attention_row_names_the_file_and_line(study):
     path.write_text(path.read_text() + "test,2-4,u9,3.0,10,0,0,oops,1.0,0.5,0.3\n")
     with pytest.raises(ValueError, match=rf"{path}:4: bad attention_stats row"):
         attention_table([study], buckets=["2-4"])
+
+
+def test_a_reference_bucket_outside_the_shown_buckets_is_refused(study):
+    with pytest.raises(ValueError, match="reference bucket '8-16' must be one of the buckets"):
+        accuracy_table([study], short_set="test", long_set="longform", buckets=["0-2", "2-4"], ref_bucket="8-16")
