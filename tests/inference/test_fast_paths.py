@@ -75,10 +75,39 @@ def test_the_paths_are_actually_taken(monkeypatch):
     for pe in ("t5", "relative"):
         enc = build_encoder("transformer", pe, d_model=D, n_heads=H, n_layers=1, dropout=0.0)
         enc(x, lengths)[0].sum().backward()
-    assert calls == {"bias_grad": 1, "widened": 1}
+    assert calls == {"bias_grad": 2, "widened": 1}  # T5: one call per utterance (padding not folded)
     with torch.no_grad():  # inference: neither (no gradient needed: the bias goes to SDPA)
         enc(x, lengths)
-    assert calls == {"bias_grad": 1, "widened": 1}
+    assert calls == {"bias_grad": 2, "widened": 1}
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("pe_name", ["alibi", "t5"])
+def test_bias_with_padding_is_attended_per_utterance(pe_name, causal, grad, monkeypatch):
+    """A bias and a padding mask on CPU: one SDPA call per utterance over its own keys, never a
+    (B, H, Tq, Tk) mask, with the outputs (every row, padded ones too) and gradients of the
+    batched call with the padding folded into the bias (``bias_mode="sdpa"``)."""
+    monkeypatch.setattr(attention, "FUSED_GRAD_MIN_KEYS", 0)
+    torch.manual_seed(0)
+    pe = build_positional(pe_name, d_model=D, n_heads=H, n_layers=1, causal=causal).layer(0)
+    mha = MultiHeadAttention(D, H)
+    x, pad = torch.randn(3, 11, D, requires_grad=True), make_pad_mask(torch.tensor([11, 8, 3]), 11)
+    masks = []
+    orig = attention._combine_mask
+    monkeypatch.setattr(attention, "_combine_mask", lambda *a: masks.append(orig(*a)) or masks[-1])
+    with torch.set_grad_enabled(grad):
+        fast, _ = mha(x, pad, pe=pe, causal=causal)
+        assert all(m is None or m.size(0) == 1 for m in masks), [m.shape for m in masks]
+        mha.bias_mode = "sdpa"  # the batched call: padding folded into the bias
+        ref, _ = mha(x, pad, pe=pe, causal=causal)
+    assert any(m is not None and m.size(0) == 3 for m in masks), "the reference did not fold the padding"
+    torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
+    if grad:
+        g_fast = torch.autograd.grad(fast.square().sum(), [x] + list(pe.parameters()))
+        g_ref = torch.autograd.grad(ref.square().sum(), [x] + list(pe.parameters()))
+        for a, b in zip(g_fast, g_ref):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("causal", [False, True])
