@@ -57,7 +57,7 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
     wer = {s.label: s for s in aggregate(short_runs, "wer")}
     long_cer = {s.label: s for s in aggregate(long_runs, "cer")}
     long_wer = {s.label: s for s in aggregate(long_runs, "wer")}
-    durations = [s.mean_duration.get(long_bucket, math.nan) for s in long_cer.values()]
+    durations = [d for s in long_cer.values() if not math.isnan(d := s.mean_duration.get(long_bucket, math.nan))]
     long_name = f"{round(sum(durations) / len(durations), -1):.0f} s" if durations else long_set
     last = buckets[-1]
     head = (["PE", "seeds"] + [f"CER {b} s" for b in buckets] + [f"CER {long_name}"]

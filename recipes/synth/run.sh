@@ -7,6 +7,7 @@
 # Usage: recipes/synth/run.sh [--stage N] [--stop_stage M] [--pes "none,rope"] [--seeds "0,1"] [--jobs J]
 #                             [--loss ctc|seq2seq|hybrid] [--extra "k=v ..."]
 #                             [--study_dir D] [--archive_dir D] [--report_dir D]
+#                             [--report_sets "test longform"] [--summary_sets "test longform"]
 # Every stage skips what is done: the corpus is cached, finished runs are skipped, interrupted
 # runs resume from their last checkpoint (resume=auto).
 # Stage 2 trains one run per process, seed-major (every PE of the first seed before the next
@@ -15,7 +16,11 @@
 # (1300 steps + evaluation); two 1-thread runs side by side (each with its feature worker) make
 # ~0.55 steps/s each, far less in total, so the default is one run at a time.
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
-# the CTC and the seq2seq/hybrid studies side by side.
+# the CTC and the seq2seq/hybrid studies side by side. Stage 3 archives every evaluated run but
+# reports only the runs of --loss, on the eval/ sets of --report_sets (a second decoding of the
+# same models, evaluate.py eval.suffix=_joint, is the set test_joint), each set's degradation
+# measured against the same decoding of the short test set (longform_ctc against test_ctc);
+# --summary_sets "short long" names the two sets of the summary table ("" for none).
 set -euo pipefail
 # The body is one { ... } block, read in full before it runs: editing this file while a sweep is
 # under way cannot make the running copy execute a mix of old and new lines.
@@ -30,6 +35,8 @@ extra=""
 study_dir=runs/synth_study
 report_dir=runs/synth_study/report
 archive_dir=runs/synth_study/archive
+report_sets="test longform"
+summary_sets="test longform"
 PYTHON=${PYTHON:-python}
 
 while [ $# -gt 0 ]; do
@@ -44,6 +51,8 @@ while [ $# -gt 0 ]; do
     --study_dir) study_dir=$2; shift 2 ;;
     --report_dir) report_dir=$2; shift 2 ;;
     --archive_dir) archive_dir=$2; shift 2 ;;
+    --report_sets) report_sets=$2; shift 2 ;;
+    --summary_sets) summary_sets=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -119,18 +128,23 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       done
     done
   done
-  for set in test longform; do
+  runs=("$archive_dir"/*_"${loss}"_s*)  # the runs of this head only
+  [ -e "${runs[0]}" ] || { log "  no archived ${loss} runs in $archive_dir"; exit 1; }
+  for set in $report_sets; do
     for metric in wer cer; do
-      # --reference-set test: the long-form recordings are all 136-174 s, so their degradation is
-      # measured against each model's 2-4 s bucket of the short test set
-      "$PYTHON" scripts/plot_wer_vs_length.py "$archive_dir" --test-set "$set" --metric "$metric" \
-        --reference-set test --out "$report_dir/$set" > /dev/null
+      # --reference-set: the long-form recordings are all 136-174 s, so their degradation is
+      # measured against each model's 2-4 s bucket of the short test set, decoded the same way
+      "$PYTHON" scripts/plot_wer_vs_length.py "${runs[@]}" --test-set "$set" --metric "$metric" \
+        --reference-set "${set/longform/test}" --out "$report_dir/$set" > /dev/null
     done
   done
-  # the summary tables of RESULTS.md: seed means with per-seed values at 0-2, 2-4, 32-64 s and
-  # long-form, ratios to 2-4 s; attention vs length for runs with attention_stats/
-  "$PYTHON" scripts/study_summary.py "$archive_dir" --attention-names "2-4 s" "32-64 s" "160 s" \
-    --out "$report_dir/summary.md" > /dev/null
+  if [ -n "$summary_sets" ]; then
+    read -r short_set long_set <<< "$summary_sets"
+    # the summary tables of RESULTS.md: seed means with per-seed values at 0-2, 2-4, 32-64 s and
+    # long-form, ratios to 2-4 s; attention vs length for runs with attention_stats/
+    "$PYTHON" scripts/study_summary.py "${runs[@]}" --short "$short_set" --long "$long_set" \
+      --attention-names "2-4 s" "32-64 s" "160 s" --out "$report_dir/summary.md" > /dev/null
+  fi
 fi
 log "done"
 exit 0

@@ -272,9 +272,12 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     from asr_pe.evaluation.buckets import write_bucket_files
 
     study, archive, report = tmp_path / "study", tmp_path / "archive", tmp_path / "report"
-    for pe, cer in (("none", 12.0), ("rope", 7.0)):
-        run_dir = study / f"{pe}_ctc_s0"
-        for test_set in ("test", "longform"):
+    # two CTC runs, and a hybrid run decoded twice: attention (eval/test) and CTC greedy (eval.suffix=_ctc)
+    runs = {("none", "ctc"): {"test": 12.0, "longform": 12.0}, ("rope", "ctc"): {"test": 7.0, "longform": 7.0},
+            ("rope", "hybrid"): {"test": 4.0, "test_ctc": 8.0, "longform_ctc": 8.0}}
+    for (pe, loss), sets in runs.items():
+        run_dir = study / f"{pe}_{loss}_s0"
+        for test_set, cer in sets.items():
             row = {"bucket": "0-2", "lo": 0.0, "hi": 2.0, "utterances": 4, "mean_duration": 1.5,
                    "ref_words": 20, "errors": 5, "sub": 5, "del": 0, "ins": 0, "wer": 25.0,
                    "wer_ci_low": 20.0, "wer_ci_high": 30.0, "ref_chars": 100, "char_errors": int(cer),
@@ -285,8 +288,8 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
         (run_dir / "checkpoints").mkdir()
         (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"weights")
         (run_dir / "run_info.json").write_text(json.dumps(
-            {"pe": pe, "loss": "ctc", "encoder": "transformer", "seed": 0, "train_max_duration": 5.0,
-             "label": f"{pe}/ctc"}))
+            {"pe": pe, "loss": loss, "encoder": "transformer", "seed": 0, "train_max_duration": 5.0,
+             "label": f"{pe}/{loss}"}))
     (study / "t5_ctc_s0").mkdir()  # started, not evaluated: left out of the archive
     (study / "t5_ctc_s0" / "run_info.json").write_text("{}")
     # being evaluated (test scored, longform not yet, so no eval/done.json): left out too
@@ -296,8 +299,8 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
               "--archive_dir", str(archive), "--report_dir", str(report), timeout=300)
     assert "t5_ctc_s0: not evaluated yet" in out.stdout and "cape_ctc_s0: not evaluated yet" in out.stdout
     files = sorted(str(p.relative_to(archive)) for p in archive.rglob("*") if p.is_file())
-    assert files == sorted(f"{pe}_ctc_s0/{f}" for pe in ("none", "rope") for f in (
-        "run_info.json", *(f"eval/{s}/{n}" for s in ("test", "longform")
+    assert files == sorted(f"{pe}_{loss}_s0/{f}" for (pe, loss), sets in runs.items() for f in (
+        "run_info.json", *(f"eval/{s}/{n}" for s in sets
                            for n in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl"))))
     for test_set in ("test", "longform"):
         for metric in ("wer", "cer"):
@@ -308,6 +311,16 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     assert "| rope/ctc | 5.00 | test: 0-2 | 1.00× |" in (report / "longform" / "cer_vs_length.md").read_text()
     summary = (report / "summary.md").read_text()
     assert "| rope | 0 | 7.0 |" in summary and "| none | 0 | 12.0 |" in summary
+    assert "hybrid" not in table + summary  # the default report is the CTC study's
+    # the hybrid study's report: its own runs and sets; CTC long-form against CTC short-form
+    run(SYNTH, "--stage", "3", "--stop_stage", "3", "--study_dir", str(study), "--loss", "hybrid",
+        "--archive_dir", str(archive), "--report_dir", str(tmp_path / "report_h"),
+        "--report_sets", "test test_ctc longform_ctc", "--summary_sets", "test_ctc longform_ctc", timeout=300)
+    table = (tmp_path / "report_h" / "test" / "cer_vs_length.md").read_text()
+    assert "rope/hybrid" in table and "4.0" in table and "/ctc" not in table
+    assert "| rope/hybrid+greedy | 5.00 | test_ctc: 0-2 | 1.00× |" in (
+        tmp_path / "report_h" / "longform_ctc" / "cer_vs_length.md").read_text()
+    assert "| rope/hybrid+greedy | 0 | 8.0 |" in (tmp_path / "report_h" / "summary.md").read_text()
 
 
 REWRITING_PYTHON = """#!/usr/bin/env bash
