@@ -278,6 +278,8 @@ class MultiHeadAttention(nn.Module):
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p)
             else:
                 lengths = self._per_utterance_keys(bias, key_padding_mask, q)
+                if lengths is not None and min(lengths) == k.size(2):  # a mask that hides nothing
+                    lengths, key_padding_mask = None, None
                 if lengths is None:
                     out = self._sdpa_with_bias(q, k, v, bias, key_padding_mask, q_pos, k_pos, causal, dropout_p)
                 else:

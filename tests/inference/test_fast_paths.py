@@ -102,6 +102,13 @@ def test_bias_with_padding_is_attended_per_utterance(pe_name, causal, grad, monk
         mha.bias_mode = "sdpa"  # the batched call: padding folded into the bias
         ref, _ = mha(x, pad, pe=pe, causal=causal)
     assert any(m is not None and m.size(0) == 3 for m in masks), "the reference did not fold the padding"
+    masks.clear()
+    mha.bias_mode = "auto"
+    with torch.no_grad():  # a padding mask that hides nothing: one batched call, no mask folded in
+        full, _ = mha(x, torch.zeros_like(pad), pe=pe, causal=causal)
+        unmasked, _ = mha(x, None, pe=pe, causal=causal)
+    assert all(m is None or m.size(0) == 1 for m in masks), [m.shape for m in masks]
+    torch.testing.assert_close(full, unmasked)
     torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
     if grad:
         g_fast = torch.autograd.grad(fast.square().sum(), [x] + list(pe.parameters()))
