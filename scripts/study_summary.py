@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Summary tables of a length study (accuracy per bucket with seeds; attention versus length).
 
-    python scripts/study_summary.py recipes/synth/study/runs [--short test] [--long longform] \\
+    python scripts/study_summary.py recipes/synth/study/runs/*_ctc_s* [--short test] [--long longform] \\
         [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--attention-names ...] [--out FILE.md]
 
 Arguments are run dirs or folders searched for them (as for plot_wer_vs_length.py). Prints the
