@@ -108,6 +108,31 @@ def attention_explicit(q, k, v, bias, key_padding_mask, future, dropout_p=0.0):
 FUSED_GRAD_MIN_KEYS = 768
 
 
+def _bias_grad_backward(q, k, v, bias, out, d_out, key_padding_mask, future, scale, need_bias):
+    """The written-out backward of softmax(QKᵀ·scale + bias + masks)·V (see ``_SDPAWithBiasGrad``)
+    -> d_q, d_k, d_v, d_bias (None unless ``need_bias``; shaped like ``bias``)."""
+    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale).add_(bias)  # (B, H, Tq, Tk)
+    if key_padding_mask is not None:
+        scores.masked_fill_(key_padding_mask[:, None, None, :], torch.finfo(scores.dtype).min)
+    if future is not None:
+        scores.masked_fill_(future, torch.finfo(scores.dtype).min)
+    p = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    del scores
+    d_v = torch.matmul(p.transpose(-2, -1), d_out)  # (B, H, Tk, d)
+    delta = (d_out * out).sum(-1, keepdim=True)  # (B, H, Tq, 1) = rowsum(dP ⊙ P)
+    d_s = torch.matmul(d_out, v.transpose(-2, -1)).sub_(delta).mul_(p)  # (B, H, Tq, Tk)
+    del p
+    d_q = torch.matmul(d_s, k).mul_(scale)
+    d_k = torch.matmul(d_s.transpose(-2, -1), q).mul_(scale)
+    d_bias = None
+    if need_bias:
+        lead = d_s.dim() - bias.dim()  # a bias of fewer dims broadcasts over the leading ones
+        dims = list(range(lead)) + [lead + i for i, m in enumerate(bias.shape) if m == 1 and d_s.size(lead + i) != 1]
+        d_bias = d_s.sum(dim=dims, keepdim=True) if dims else d_s
+        d_bias = d_bias.reshape(bias.shape)
+    return d_q, d_k, d_v, d_bias
+
+
 class _SDPAWithBiasGrad(torch.autograd.Function):
     """softmax(QKᵀ·scale + bias + masks)·V for a bias that needs a gradient (a learned bias).
 
@@ -117,51 +142,56 @@ class _SDPAWithBiasGrad(torch.autograd.Function):
     out once — S and P = softmax(S) are recomputed, dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)),
     then dQ = dS·K·scale, dK = dSᵀ·Q·scale, dV = Pᵀ·dO and d(bias) = dS summed over the
     bias's broadcast dimensions (0 at hidden keys, where P is 0). No dropout (callers use the
-    explicit path when dropout is on)."""
+    explicit path when dropout is on).
+
+    ``key_lengths`` (a bias shared by the batch, suffix padding; see
+    ``MultiHeadAttention._per_utterance_keys``): utterance b attends to its first n_b keys with
+    no padding mask, forward and backward, and every utterance's bias gradient is added into
+    one buffer (slicing the bias outside this function would make each slice's backward fill a
+    zero gradient the size of the whole bias)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, bias, key_padding_mask, future, scale):
+    def forward(ctx, q, k, v, bias, key_padding_mask, future, scale, key_lengths=None):
+        neg = torch.finfo(q.dtype).min
         mask = bias.detach()
-        if key_padding_mask is not None:
-            mask = mask.masked_fill(key_padding_mask[:, None, None, :], torch.finfo(q.dtype).min)
         if future is not None:
-            mask = mask.masked_fill(future, torch.finfo(q.dtype).min)
+            mask = mask.masked_fill(future, neg)
         # detached: torch picks its unfused math kernel for a mask that requires grad, even here
-        out = F.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), attn_mask=mask, scale=scale)
+        qd, kd, vd = q.detach(), k.detach(), v.detach()
+        if key_lengths is None:
+            if key_padding_mask is not None:
+                mask = mask.masked_fill(key_padding_mask[:, None, None, :], neg)
+            out = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask, scale=scale)
+        else:
+            assert key_padding_mask is None and (bias.dim() < 4 or bias.size(0) == 1), \
+                "key_lengths needs a bias shared by the batch and no padding mask"
+            out = torch.cat([
+                F.scaled_dot_product_attention(qd[b:b + 1], kd[b:b + 1, :, :n], vd[b:b + 1, :, :n],
+                                               attn_mask=mask[..., :n], scale=scale)
+                for b, n in enumerate(key_lengths)
+            ], dim=0)  # (B, H, Tq, d)
         ctx.save_for_backward(q, k, v, bias, out, key_padding_mask, future)
-        ctx.scale = scale
+        ctx.scale, ctx.key_lengths = scale, key_lengths
         return out
 
     @staticmethod
     def backward(ctx, d_out):
         q, k, v, bias, out, key_padding_mask, future = ctx.saved_tensors
-        scale = ctx.scale
-        scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale).add_(bias)  # (B, H, Tq, Tk)
-        if key_padding_mask is not None:
-            scores.masked_fill_(key_padding_mask[:, None, None, :], torch.finfo(scores.dtype).min)
-        if future is not None:
-            scores.masked_fill_(future, torch.finfo(scores.dtype).min)
-        p = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-        del scores
-        d_v = torch.matmul(p.transpose(-2, -1), d_out)  # (B, H, Tk, d)
-        delta = (d_out * out).sum(-1, keepdim=True)  # (B, H, Tq, 1) = rowsum(dP ⊙ P)
-        d_s = torch.matmul(d_out, v.transpose(-2, -1)).sub_(delta).mul_(p)  # (B, H, Tq, Tk)
-        del p
-        d_q = torch.matmul(d_s, k).mul_(scale)
-        d_k = torch.matmul(d_s.transpose(-2, -1), q).mul_(scale)
-        d_bias = None
-        if ctx.needs_input_grad[3]:
-            lead = d_s.dim() - bias.dim()  # a bias of fewer dims broadcasts over the leading ones
-            dims = list(range(lead)) + [lead + i for i, m in enumerate(bias.shape) if m == 1 and d_s.size(lead + i) != 1]
-            d_bias = d_s.sum(dim=dims, keepdim=True) if dims else d_s
-            d_bias = d_bias.reshape(bias.shape)
-        return d_q, d_k, d_v, d_bias, None, None, None
-
-
-def _batch_row(bias: torch.Tensor, b: int) -> torch.Tensor:
-    """Utterance b's part of a bias broadcastable to (B, H, Tq, Tk): a per-utterance bias is
-    sliced, a shared one (leading size 1, or fewer dims) is returned as it is."""
-    return bias[b:b + 1] if bias.dim() == 4 and bias.size(0) > 1 else bias
+        scale, need_bias = ctx.scale, ctx.needs_input_grad[3]
+        if ctx.key_lengths is None:
+            d_q, d_k, d_v, d_bias = _bias_grad_backward(q, k, v, bias, out, d_out, key_padding_mask, future,
+                                                        scale, need_bias)
+            return d_q, d_k, d_v, d_bias, None, None, None, None
+        d_q, d_k, d_v = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)  # padded keys: 0
+        d_bias = torch.zeros_like(bias) if need_bias else None
+        for b, n in enumerate(ctx.key_lengths):
+            fut = None if future is None else future[:, :n]
+            gq, gk, gv, gb = _bias_grad_backward(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], bias[..., :n],
+                                                 out[b:b + 1], d_out[b:b + 1], None, fut, scale, need_bias)
+            d_q[b:b + 1], d_k[b:b + 1, :, :n], d_v[b:b + 1, :, :n] = gq, gk, gv
+            if need_bias:
+                d_bias[..., :n] += gb
+        return d_q, d_k, d_v, d_bias, None, None, None, None
 
 
 class MultiHeadAttention(nn.Module):
@@ -282,12 +312,15 @@ class MultiHeadAttention(nn.Module):
                     lengths, key_padding_mask = None, None
                 if lengths is None:
                     out = self._sdpa_with_bias(q, k, v, bias, key_padding_mask, q_pos, k_pos, causal, dropout_p)
+                elif self._bias_needs_grad(bias, q):
+                    future = (k_pos[None, :] > q_pos[:, None]) if causal else None  # (Tq, Tk)
+                    out = _SDPAWithBiasGrad.apply(q, k, v, bias, None, future, 1.0 / math.sqrt(q.size(-1)), lengths)
                 else:
                     # One call per utterance over its own keys: the padding is not folded into a
                     # (B, H, Tq, Tk) copy of the (1, H, Tq, Tk) bias (see _per_utterance_keys).
                     out = torch.cat([
-                        self._sdpa_with_bias(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n],
-                                             _batch_row(bias, b)[..., :n], None, q_pos, k_pos[:n], causal, dropout_p)
+                        self._sdpa_with_bias(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], bias[..., :n], None,
+                                             q_pos, k_pos[:n], causal, dropout_p)
                         for b, n in enumerate(lengths)
                     ], dim=0)  # (B, H, Tq, d)
         if pe is not None:
@@ -299,12 +332,16 @@ class MultiHeadAttention(nn.Module):
     def _sdpa_with_bias(self, q, k, v, bias, key_padding_mask, q_pos, k_pos, causal, dropout_p):
         """SDPA with an additive bias (None allowed) and masks -> (B, H, Tq, d); a learned bias in
         CPU training goes through ``_SDPAWithBiasGrad``."""
-        if (bias is not None and bias.requires_grad and q.device.type == "cpu" and self.bias_mode == "auto"
-                and torch.is_grad_enabled()):
+        if self._bias_needs_grad(bias, q):
             future = (k_pos[None, :] > q_pos[:, None]) if causal else None  # (Tq, Tk)
             return _SDPAWithBiasGrad.apply(q, k, v, bias, key_padding_mask, future, 1.0 / math.sqrt(q.size(-1)))
         mask = _combine_mask(bias, key_padding_mask, 0 if causal else None, q_pos, k_pos, q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+    def _bias_needs_grad(self, bias, q) -> bool:
+        """A learned bias in CPU training: its gradient comes from ``_SDPAWithBiasGrad``."""
+        return (bias is not None and bias.requires_grad and q.device.type == "cpu" and self.bias_mode == "auto"
+                and torch.is_grad_enabled())
 
     def _per_utterance_keys(self, bias, key_padding_mask, q) -> list[int] | None:
         """The number of real keys of each utterance when a bias and a padding mask meet on CPU
@@ -318,6 +355,10 @@ class MultiHeadAttention(nn.Module):
         with the padding alone (no bias). Every query row (padded ones too) attends to the same
         keys as in the batched call, so the outputs are the same."""
         if bias is None or key_padding_mask is None or q.device.type != "cpu" or self.bias_mode != "auto":
+            return None
+        if bias.dim() == 4 and bias.size(0) != 1:
+            # a bias of its own per utterance (Shaw's q·a) is (B, H, Tq, Tk) already: folding the
+            # padding in is one masked copy, and slicing it per utterance gains nothing
             return None
         n_keys = (~key_padding_mask).sum(1)  # (B,)
         if bool((n_keys == 0).any()) or not torch.equal(key_padding_mask, make_pad_mask(n_keys, key_padding_mask.size(1))):

@@ -57,12 +57,13 @@ def test_fused_training_paths_equal_reference_with_gradients(pe, kind, monkeypat
 def test_the_paths_are_actually_taken(monkeypatch):
     """Guard against the tests above passing because everything fell back to the reference."""
     monkeypatch.setattr(attention, "FUSED_GRAD_MIN_KEYS", 0)
-    calls = {"bias_grad": 0, "widened": 0}
+    calls = {"bias_grad": 0, "widened": 0, "key_lengths": None}
     orig_apply = attention._SDPAWithBiasGrad.apply
     orig_widened = MultiHeadAttention._attend_widened
 
     def counting_apply(*a):
         calls["bias_grad"] += 1
+        calls["key_lengths"] = a[7] if len(a) > 7 else None
         return orig_apply(*a)
 
     def counting_widened(self, *a):
@@ -75,10 +76,11 @@ def test_the_paths_are_actually_taken(monkeypatch):
     for pe in ("t5", "relative"):
         enc = build_encoder("transformer", pe, d_model=D, n_heads=H, n_layers=1, dropout=0.0)
         enc(x, lengths)[0].sum().backward()
-    assert calls == {"bias_grad": 2, "widened": 1}  # T5: one call per utterance (padding not folded)
+    # T5's shared bias: one call, each utterance over its own keys (padding not folded in)
+    assert calls == {"bias_grad": 1, "widened": 1, "key_lengths": [9, 6]}
     with torch.no_grad():  # inference: neither (no gradient needed: the bias goes to SDPA)
         enc(x, lengths)
-    assert calls == {"bias_grad": 2, "widened": 1}
+    assert calls == {"bias_grad": 1, "widened": 1, "key_lengths": [9, 6]}
 
 
 @pytest.mark.parametrize("grad", [False, True])
