@@ -1,11 +1,15 @@
 #!/usr/bin/env python
-"""Summary tables of a length study (accuracy per bucket with seeds; attention versus length).
+"""Summary tables of a length study (accuracy per bucket with seeds; attention versus length;
+per-bucket CER with CIs of each decoding).
 
     python scripts/study_summary.py recipes/synth/study/runs/*_ctc_s* [--short test] [--long longform] \\
-        [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--attention-names ...] [--out FILE.md]
+        [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--attention-names ...] \\
+        [--decodings test [test_joint ...]] [--decodings-long longform] [--out FILE.md]
+    python scripts/study_summary.py recipes/synth/study/runs/*_hybrid_s* --short test_ctc --long longform_ctc \\
+        --decodings test test_joint test_ctc --decodings-long longform_ctc      # the seq2seq study's tables
 
 Arguments are run dirs or folders searched for them (as for plot_wer_vs_length.py). Prints the
-two markdown tables (see asr_pe/plots/study_summary.py); --out also writes them to a file.
+markdown tables (see asr_pe/plots/study_summary.py); --out also writes them to a file.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from asr_pe.io import atomic_write_text  # noqa: E402
-from asr_pe.plots.study_summary import accuracy_table, attention_table  # noqa: E402
+from asr_pe.plots.study_summary import accuracy_table, attention_table, decodings_table  # noqa: E402
 from asr_pe.plots.wer_vs_length import RunDirError  # noqa: E402
 
 
@@ -33,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attention-buckets", nargs="+", default=["2-4", "32-64", "128-256"])
     parser.add_argument("--attention-names", nargs="+", default=None,
                         help="column names of the attention buckets (default: '<bucket> s')")
+    parser.add_argument("--decodings", nargs="+", default=None, metavar="SET",
+                        help="add the per-bucket CER [CI] table of these eval sets (one row per PE and decoding)")
+    parser.add_argument("--decodings-long", default=None, metavar="SET",
+                        help="the long-form set whose CER follows each decoding's row (the same label)")
     parser.add_argument("--out", default=None, help="also write the tables to this markdown file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -44,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                                            bucket_names=args.attention_names)
         except FileNotFoundError as e:
             logging.warning("no attention table: %s", e)
+        if args.decodings:
+            text += "\n" + decodings_table(args.paths, sets=args.decodings, long_set=args.decodings_long)
     except (RunDirError, FileNotFoundError, ValueError) as e:
         print(f"study_summary: {e}", file=sys.stderr)
         return 1

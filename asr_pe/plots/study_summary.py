@@ -8,6 +8,10 @@
    and the share of attention within ±local_s, per duration bucket, from each run's
    ``attention_stats/attention_stats.csv`` (scripts/attention_vs_length.py), averaged over
    the utterances, layers and heads of a bucket and then over the label's runs.
+3. Decodings: one row per label and decoding (a hybrid model decoded by attention, joint
+   CTC/attention and CTC greedy gives three labels: ``rope/hybrid+attention`` …), every bucket
+   of the sets that hold it with its bootstrap CI, and the long-form set's CER beside the
+   decoding that has one (``longform_ctc`` beside ``test_ctc``: the same label).
 
 Both read what `plot_wer_vs_length` reads (run_info.json, eval/<set>/buckets.csv), through
 the same loader, so the seed means here are the ones in its tables.
@@ -125,3 +129,54 @@ def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
+
+
+def _ci_cell(s: LabelSeries, bucket: str) -> str:
+    """``7.6 [6.2, 9.2]``, then the per-seed values when there are several."""
+    if bucket not in s.value or math.isnan(s.value[bucket]):
+        return "–"
+    text = f"{format_value(s.value[bucket])} [{format_value(s.ci_low[bucket])}, {format_value(s.ci_high[bucket])}]"
+    if len(s.per_seed[bucket]) > 1:
+        text += " (" + ", ".join(format_value(v) for v in s.per_seed[bucket]) + ")"
+    return text
+
+
+def decodings_table(paths: Iterable[str | os.PathLike], *, sets: Sequence[str], long_set: str | None = None,
+                    long_bucket: str = ALL_LABEL, metric: str = "cer") -> str:
+    """Markdown table: one row per label (PE, head and decoding) of each of ``sets``, columns the
+    buckets of those sets in duration order, then ``long_set``'s ``long_bucket`` for the rows
+    whose label it holds (the same model decoded the same way).
+
+    Rows are grouped by PE (in the order the PEs first appear) and, within a PE, in the order of
+    ``sets``; the ``set`` column names where each row's numbers come from."""
+    paths = list(paths)
+    rows: list[tuple[str, LabelSeries]] = []
+    for name in sets:
+        runs, _ = load_runs(paths, name)
+        rows += [(name, s) for s in aggregate(runs, metric)]
+    long: dict[str, LabelSeries] = {}
+    if long_set:
+        long_runs, _ = load_runs(paths, long_set)
+        long = {s.label: s for s in aggregate(long_runs, metric)}
+    bounds: dict[str, float] = {}
+    for _, s in rows:
+        for b in s.buckets:
+            if b != ALL_LABEL:
+                bounds.setdefault(b, s.lo[b])
+    cols = sorted(bounds, key=bounds.get)
+    durations = [d for s in long.values() if not math.isnan(d := s.mean_duration.get(long_bucket, math.nan))]
+    long_name = f"{round(sum(durations) / len(durations), -1):.0f} s" if durations else (long_set or "")
+
+    def pe(s: LabelSeries) -> str:
+        return str(s.runs[0].info.get("pe", "?"))
+
+    pe_order = list(dict.fromkeys(pe(s) for _, s in rows))
+    rows.sort(key=lambda item: pe_order.index(pe(item[1])))        # stable: sets keep their order
+    head = ["label", "set", "seeds"] + [f"{b} s" for b in cols] + ([long_name] if long_set else [])
+    lines = ["| " + " | ".join(head) + " |", "| --- | --- | --- |" + " ---: |" * (len(head) - 3)]
+    for name, s in rows:
+        row = [s.label, name, ", ".join(str(x) for x in s.seeds)] + [_ci_cell(s, b) for b in cols]
+        if long_set:
+            row.append(_ci_cell(long[s.label], long_bucket) if s.label in long else "–")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"

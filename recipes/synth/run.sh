@@ -140,10 +140,14 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   done
   if [ -n "$summary_sets" ]; then
     read -r short_set long_set <<< "$summary_sets"
+    decoding_sets=()  # every report set but the long-form one: a row per PE and decoding
+    for set in $report_sets; do [ "$set" = "$long_set" ] || decoding_sets+=("$set"); done
     # the summary tables of RESULTS.md: seed means with per-seed values at 0-2, 2-4, 32-64 s and
-    # long-form, ratios to 2-4 s; attention vs length for runs with attention_stats/
+    # long-form, ratios to 2-4 s; attention vs length for runs with attention_stats/; CER [CI] per
+    # bucket of each decoding, the long-form CER beside the decoding that has one
     "$PYTHON" scripts/study_summary.py "${runs[@]}" --short "$short_set" --long "$long_set" \
-      --attention-names "2-4 s" "32-64 s" "160 s" --out "$report_dir/summary.md" > /dev/null
+      --attention-names "2-4 s" "32-64 s" "160 s" --decodings "${decoding_sets[@]}" \
+      --decodings-long "$long_set" --out "$report_dir/summary.md" > /dev/null
   fi
 fi
 log "done"

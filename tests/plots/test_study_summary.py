@@ -9,29 +9,29 @@ from pathlib import Path
 import pytest
 
 from asr_pe.evaluation.buckets import write_bucket_files
-from asr_pe.plots.study_summary import accuracy_table, attention_table
+from asr_pe.plots.study_summary import accuracy_table, attention_table, decodings_table
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = [("0-2", 0, 2, 1.5), ("2-4", 2, 4, 3.0), ("32-64", 32, 64, 45.0)]
 LONG = [("128-256", 128, 256, 158.0)]
 
 
-def write_set(run: Path, test_set: str, buckets, cers, wer_factor=4.0):
+def write_set(run: Path, test_set: str, buckets, cers, wer_factor=4.0, method=None):
     rows = [{"bucket": b, "lo": float(lo), "hi": float(hi), "utterances": 5, "mean_duration": dur,
              "ref_words": 100, "errors": 0, "sub": 0, "del": 0, "ins": 0, "wer": cer * wer_factor,
              "wer_ci_low": 0.0, "wer_ci_high": 100.0, "ref_chars": 500, "char_errors": 0, "cer": cer,
              "cer_ci_low": cer - 1, "cer_ci_high": cer + 1}
             for (b, lo, hi, dur), cer in zip(buckets, cers)]
     rows.append(dict(rows[-1], bucket="all", lo=0.0, hi=math.inf))
-    write_bucket_files(rows, run / "eval" / test_set)
+    write_bucket_files(rows, run / "eval" / test_set, meta={"decode": {"method": method}} if method else None)
 
 
-def fake_run(root: Path, pe: str, seed: int, short_cers, long_cer, attention=None) -> Path:
-    run = root / f"{pe}_ctc_s{seed}"
+def fake_run(root: Path, pe: str, seed: int, short_cers, long_cer, attention=None, loss="ctc") -> Path:
+    run = root / f"{pe}_{loss}_s{seed}"
     write_set(run, "test", SHORT, short_cers)
     write_set(run, "longform", LONG, [long_cer])
     (run / "run_info.json").write_text(json.dumps(
-        {"pe": pe, "loss": "ctc", "seed": seed, "train_max_duration": 5.0, "label": f"{pe}/ctc"}))
+        {"pe": pe, "loss": loss, "seed": seed, "train_max_duration": 5.0, "label": f"{pe}/{loss}"}))
     if attention:
         lines = ["test_set,bucket,utt,duration,frames,layer,head,mean_distance_s,entropy,norm_entropy,local_mass"]
         lines += [f"test,{b},u{i},{dur},10,0,0,{dist},1.0,0.5,{local}" for i, (b, dur, dist, local) in enumerate(attention)]
@@ -102,3 +102,23 @@ def test_a_bad_attention_row_names_the_file_and_line(study):
 def test_a_reference_bucket_outside_the_shown_buckets_is_refused(study):
     with pytest.raises(ValueError, match="reference bucket '8-16' must be one of the buckets"):
         accuracy_table([study], short_set="test", long_set="longform", buckets=["0-2", "2-4"], ref_bucket="8-16")
+
+
+def test_decodings_table_has_a_row_per_model_and_decoding_and_the_long_form_beside_its_decoding(tmp_path):
+    root = tmp_path / "runs"
+    for pe, seed, cers in (("rope", 0, [4.0, 3.0, 90.0]), ("rope", 1, [6.0, 5.0, 96.0]), ("none", 0, [17.0, 33.0, 94.0])):
+        run = fake_run(root, pe, seed, cers, 99.0, loss="hybrid")        # eval/test: attention decoding
+        write_set(run, "test", SHORT, cers, method="attention")
+        write_set(run, "test_ctc", SHORT, [c / 10 for c in cers], method="greedy")
+        write_set(run, "longform_ctc", LONG, [cers[-1] / 5], method="greedy")
+    table = decodings_table([root], sets=["test", "test_ctc"], long_set="longform_ctc", long_bucket="128-256")
+    lines = table.strip().splitlines()
+    assert lines[0] == "| label | set | seeds | 0-2 s | 2-4 s | 32-64 s | 160 s |"
+    rows = [line.strip("| ").split(" | ") for line in lines[2:]]
+    # grouped by PE (first seen: none sorts first among the run dirs), sets in the order given
+    assert [r[:3] for r in rows] == [["none/hybrid+attention", "test", "0"], ["none/hybrid+greedy", "test_ctc", "0"],
+                                     ["rope/hybrid+attention", "test", "0, 1"], ["rope/hybrid+greedy", "test_ctc", "0, 1"]]
+    # seed mean [mean CI bounds] (per-seed values); the long-form CER only where the label has one
+    assert rows[2][3:] == ["5.0 [4.0, 6.0] (4.0, 6.0)", "4.0 [3.0, 5.0] (3.0, 5.0)", "93.0 [92.0, 94.0] (90.0, 96.0)", "–"]
+    assert rows[3][6] == "18.6 [17.6, 19.6] (18.0, 19.2)"
+    assert rows[1][3:] == ["1.7 [0.7, 2.7]", "3.3 [2.3, 4.3]", "9.4 [8.4, 10.4]", "18.8 [17.8, 19.8]"]

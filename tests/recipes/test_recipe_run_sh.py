@@ -282,7 +282,8 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
                    "ref_words": 20, "errors": 5, "sub": 5, "del": 0, "ins": 0, "wer": 25.0,
                    "wer_ci_low": 20.0, "wer_ci_high": 30.0, "ref_chars": 100, "char_errors": int(cer),
                    "cer": cer, "cer_ci_low": cer - 1, "cer_ci_high": cer + 1}
-            write_bucket_files([row], run_dir / "eval" / test_set, meta={"decode": {"method": "greedy"}})
+            method = "attention" if (loss, test_set) == ("hybrid", "test") else "greedy"
+            write_bucket_files([row], run_dir / "eval" / test_set, meta={"decode": {"method": method}})
             (run_dir / "eval" / test_set / "per_utt.jsonl").write_text('{"id": "u1"}\n')
         (run_dir / "eval" / "done.json").write_text('{"test_sets": ["longform", "test"]}')
         (run_dir / "checkpoints").mkdir()
@@ -311,6 +312,9 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     assert "| rope/ctc | 5.00 | test: 0-2 | 1.00× |" in (report / "longform" / "cer_vs_length.md").read_text()
     summary = (report / "summary.md").read_text()
     assert "| rope | 0 | 7.0 |" in summary and "| none | 0 | 12.0 |" in summary
+    # the decodings table: a row per model and decoding of the report sets but the long-form one
+    # (these fake long-form sets have no overall bucket, so their column is empty)
+    assert "| rope/ctc | test | 0 | 7.0 [6.0, 8.0] | – |" in summary and "| rope/ctc | longform |" not in summary
     assert "hybrid" not in table + summary  # the default report is the CTC study's
     # the hybrid study's report: its own runs and sets; CTC long-form against CTC short-form
     run(SYNTH, "--stage", "3", "--stop_stage", "3", "--study_dir", str(study), "--loss", "hybrid",
@@ -322,6 +326,9 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
         tmp_path / "report_h" / "longform_ctc" / "cer_vs_length.md").read_text()
     summary_h = (tmp_path / "report_h" / "summary.md").read_text()
     assert "| rope/hybrid+greedy | 0 | 8.0 |" in summary_h
+    # one row per decoding
+    assert "| rope/hybrid+attention | test | 0 | 4.0 [3.0, 5.0] | – |" in summary_h
+    assert "| rope/hybrid+greedy | test_ctc | 0 | 8.0 [7.0, 9.0] | – |" in summary_h
     # the fake long-form set has no overall bucket, so no mean duration: its columns take its name
     assert "nan" not in summary_h and "CER longform_ctc" in summary_h
 
