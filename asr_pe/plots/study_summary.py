@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .wer_vs_length import (
-    ALL_LABEL, LabelSeries, aggregate, find_run_dirs, format_value, load_runs, read_run_info, run_label,
+    ALL_LABEL, LabelSeries, aggregate, all_buckets, ci_cell, find_run_dirs, format_value, load_runs, read_run_info,
+    run_label,
 )
 
 ATTENTION_CSV = Path("attention_stats") / "attention_stats.csv"
@@ -48,6 +49,12 @@ def _ratio(s: LabelSeries, bucket: str, ref: float) -> str:
     return "–" if math.isnan(v) or not ref or math.isnan(ref) else f"{v / ref:.2f}×"
 
 
+def _long_set_name(series: Iterable[LabelSeries], bucket: str, set_name: str) -> str:
+    """A long-form set's column name: its mean duration to 10 s (``160 s``), else its set name."""
+    durations = [d for s in series if not math.isnan(d := s.mean_duration.get(bucket, math.nan))]
+    return f"{round(sum(durations) / len(durations), -1):.0f} s" if durations else set_name
+
+
 def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_set: str,
                    buckets: Sequence[str], ref_bucket: str, long_bucket: str = ALL_LABEL) -> str:
     """Markdown table (see the module docstring). ``buckets`` are buckets of ``short_set``;
@@ -61,8 +68,7 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
     wer = {s.label: s for s in aggregate(short_runs, "wer")}
     long_cer = {s.label: s for s in aggregate(long_runs, "cer")}
     long_wer = {s.label: s for s in aggregate(long_runs, "wer")}
-    durations = [d for s in long_cer.values() if not math.isnan(d := s.mean_duration.get(long_bucket, math.nan))]
-    long_name = f"{round(sum(durations) / len(durations), -1):.0f} s" if durations else long_set
+    long_name = _long_set_name(long_cer.values(), long_bucket, long_set)
     last = buckets[-1]
     head = (["PE", "seeds"] + [f"CER {b} s" for b in buckets] + [f"CER {long_name}"]
             + [f"{last} / {ref_bucket}", f"{long_name} / {ref_bucket}"]
@@ -130,17 +136,6 @@ def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str
     return "\n".join(lines) + "\n"
 
 
-
-def _ci_cell(s: LabelSeries, bucket: str) -> str:
-    """``7.6 [6.2, 9.2]``, then the per-seed values when there are several."""
-    if bucket not in s.value or math.isnan(s.value[bucket]):
-        return "–"
-    text = f"{format_value(s.value[bucket])} [{format_value(s.ci_low[bucket])}, {format_value(s.ci_high[bucket])}]"
-    if len(s.per_seed[bucket]) > 1:
-        text += " (" + ", ".join(format_value(v) for v in s.per_seed[bucket]) + ")"
-    return text
-
-
 def decodings_table(paths: Iterable[str | os.PathLike], *, sets: Sequence[str], long_set: str | None = None,
                     long_bucket: str = ALL_LABEL, metric: str = "cer") -> str:
     """Markdown table: one row per label (PE, head and decoding) of each of ``sets``, columns the
@@ -158,14 +153,8 @@ def decodings_table(paths: Iterable[str | os.PathLike], *, sets: Sequence[str], 
     if long_set:
         long_runs, _ = load_runs(paths, long_set)
         long = {s.label: s for s in aggregate(long_runs, metric)}
-    bounds: dict[str, float] = {}
-    for _, s in rows:
-        for b in s.buckets:
-            if b != ALL_LABEL:
-                bounds.setdefault(b, s.lo[b])
-    cols = sorted(bounds, key=bounds.get)
-    durations = [d for s in long.values() if not math.isnan(d := s.mean_duration.get(long_bucket, math.nan))]
-    long_name = f"{round(sum(durations) / len(durations), -1):.0f} s" if durations else (long_set or "")
+    cols = [b for b in all_buckets([s for _, s in rows]) if b != ALL_LABEL]
+    long_name = _long_set_name(long.values(), long_bucket, long_set or "")
 
     def pe(s: LabelSeries) -> str:
         return str(s.runs[0].info.get("pe", "?"))
@@ -175,8 +164,8 @@ def decodings_table(paths: Iterable[str | os.PathLike], *, sets: Sequence[str], 
     head = ["label", "set", "seeds"] + [f"{b} s" for b in cols] + ([long_name] if long_set else [])
     lines = ["| " + " | ".join(head) + " |", "| --- | --- | --- |" + " ---: |" * (len(head) - 3)]
     for name, s in rows:
-        row = [s.label, name, ", ".join(str(x) for x in s.seeds)] + [_ci_cell(s, b) for b in cols]
+        row = [s.label, name, ", ".join(str(x) for x in s.seeds)] + [ci_cell(s, b) for b in cols]
         if long_set:
-            row.append(_ci_cell(long[s.label], long_bucket) if s.label in long else "–")
+            row.append(ci_cell(long[s.label], long_bucket) if s.label in long else "–")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

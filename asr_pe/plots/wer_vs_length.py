@@ -293,13 +293,25 @@ def long_csv(runs: Sequence[RunResult]) -> str:
     return buf.getvalue()
 
 
-def _all_buckets(series: Sequence[LabelSeries]) -> list[str]:
+def all_buckets(series: Sequence[LabelSeries]) -> list[str]:
+    """The buckets of all series in duration order, ``all`` last when present."""
     bounds = {}
     for s in series:
         for b in s.buckets:
             bounds.setdefault(b, s.lo[b])
     order = sorted((b for b in bounds if b != ALL_LABEL), key=lambda b: bounds[b])
     return order + ([ALL_LABEL] if ALL_LABEL in bounds else [])
+
+
+def ci_cell(s: LabelSeries, bucket: str) -> str:
+    """``7.6 [6.2, 9.2]``: seed mean [mean CI bounds], then the per-seed values when there are
+    several (``(7.4, 7.8)``); ``–`` for a bucket the series lacks."""
+    if bucket not in s.value:
+        return "–"
+    cell = f"{format_value(s.value[bucket])} [{format_value(s.ci_low[bucket])}, {format_value(s.ci_high[bucket])}]"
+    if len(s.runs) > 1:
+        cell += " (" + ", ".join(format_value(v) for v in s.per_seed[bucket]) + ")"
+    return cell
 
 
 def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
@@ -311,7 +323,7 @@ def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
     label missing from it has no reference.
     """
     name = metric.upper()
-    cols = _all_buckets(series)
+    cols = all_buckets(series)
     n_runs = sum(len(s.runs) for s in series)
     out = [f"# {name} vs input length — test set `{test_set}`", "",
            f"{n_runs} run(s), {len(series)} label(s). Cell: {name} % pooled per duration bucket, "
@@ -321,15 +333,7 @@ def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
     out.append("| label | seeds | " + " | ".join(cols) + " |")
     out.append("| --- | --- |" + " ---: |" * len(cols))
     for s in series:
-        cells = []
-        for b in cols:
-            if b not in s.value:
-                cells.append("–")
-                continue
-            cell = f"{format_value(s.value[b])} [{format_value(s.ci_low[b])}, {format_value(s.ci_high[b])}]"
-            if len(s.runs) > 1:
-                cell += " (" + ", ".join(format_value(v) for v in s.per_seed[b]) + ")"
-            cells.append(cell)
+        cells = [ci_cell(s, b) for b in cols]
         seeds = ", ".join(str(x) for x in s.seeds)
         out.append(f"| {s.label} | {seeds} | " + " | ".join(cells) + " |")
 

@@ -146,8 +146,9 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
     # long-form, ratios to 2-4 s; attention vs length for runs with attention_stats/; CER [CI] per
     # bucket of each decoding, the long-form CER beside the decoding that has one
     "$PYTHON" scripts/study_summary.py "${runs[@]}" --short "$short_set" --long "$long_set" \
-      --attention-names "2-4 s" "32-64 s" "160 s" --decodings "${decoding_sets[@]}" \
-      --decodings-long "$long_set" --out "$report_dir/summary.md" > /dev/null
+      --attention-names "2-4 s" "32-64 s" "160 s" \
+      ${decoding_sets[0]+--decodings "${decoding_sets[@]}" --decodings-long "$long_set"} \
+      --out "$report_dir/summary.md" > /dev/null
   fi
 fi
 log "done"

@@ -331,6 +331,11 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     assert "| rope/hybrid+greedy | test_ctc | 0 | 8.0 [7.0, 9.0] | – |" in summary_h
     # the fake long-form set has no overall bucket, so no mean duration: its columns take its name
     assert "nan" not in summary_h and "CER longform_ctc" in summary_h
+    # only the long-form set reported: no decodings table, and no empty --decodings for argparse
+    run(SYNTH, "--stage", "3", "--stop_stage", "3", "--study_dir", str(study), "--archive_dir", str(archive),
+        "--report_dir", str(tmp_path / "report_l"), "--report_sets", "longform", timeout=300)
+    summary_l = (tmp_path / "report_l" / "summary.md").read_text()
+    assert "| rope | 0 | 7.0 |" in summary_l and "| label | set |" not in summary_l
 
 
 REWRITING_PYTHON = """#!/usr/bin/env bash
