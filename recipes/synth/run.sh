@@ -12,9 +12,10 @@
 # runs resume from their last checkpoint (resume=auto).
 # Stage 2 trains one run per process, seed-major (every PE of the first seed before the next
 # seed); each run logs to <study_dir>/logs/<pe>_<loss>_s<seed>.log. --jobs J trains J runs at a
-# time with nproc/J threads each. Measured on 2 cores (2026-11-23): one 2-thread run takes ~10 min
-# (1300 steps + evaluation); two 1-thread runs side by side (each with its feature worker) make
-# ~0.55 steps/s each, far less in total, so the default is one run at a time.
+# time with nproc/J threads each. Measured on 2 cores: one 2-thread run takes 7.6-9.6 min (1100
+# steps + evaluation, 2026-11-24); two 1-thread runs side by side (each with its feature worker)
+# made ~0.55 steps/s each against ~2.4 for one 2-thread run (2026-11-23), so the default is one
+# run at a time.
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
 # the CTC and the seq2seq/hybrid studies side by side. Stage 3 archives every evaluated run but
 # reports only the runs of --loss, on the eval/ sets of --report_sets (a second decoding of the
