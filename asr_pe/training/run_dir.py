@@ -15,6 +15,10 @@ from asr_pe.io import atomic_write_json, atomic_write_text
 
 # Sections that define the model and its data; a resumed run must not change them.
 MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
+# data keys that only say how batches are loaded, not what they hold: a run may resume with other
+# values (e.g. a study moved from one 2-thread run with a feature worker to two 1-thread runs
+# without one)
+LOADER_KEYS = ("num_workers",)
 
 
 def resolve_run_dir(cfg: DictConfig) -> Path:
@@ -71,9 +75,15 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
         return
     saved = OmegaConf.load(saved_path)
     now = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+
+    def section(c: DictConfig, key: str):
+        value = OmegaConf.to_container(c[key]) if c.get(key) is not None else None
+        if key == "data" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in LOADER_KEYS}
+        return value
+
     for key in MODEL_SECTIONS:
-        a, b = saved.get(key), now.get(key)
-        if (OmegaConf.to_container(a) if a is not None else None) != (OmegaConf.to_container(b) if b is not None else None):
+        if section(saved, key) != section(now, key):
             raise ValueError(
                 f"cannot resume {run_dir}: config section {key!r} differs from the saved config.yaml "
                 f"(resume with the same model/data settings; only trainer/optim/eval may change)"

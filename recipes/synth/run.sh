@@ -12,10 +12,11 @@
 # runs resume from their last checkpoint (resume=auto).
 # Stage 2 trains one run per process, seed-major (every PE of the first seed before the next
 # seed); each run logs to <study_dir>/logs/<pe>_<loss>_s<seed>.log. --jobs J trains J runs at a
-# time with nproc/J threads each. Measured on 2 cores: one 2-thread run takes 7.6-9.6 min (1100
-# steps + evaluation, 2026-11-24); two 1-thread runs side by side (each with its feature worker)
-# made ~0.55 steps/s each against ~2.4 for one 2-thread run (2026-11-23), so the default is one
-# run at a time.
+# time with nproc/J threads each. Measured on 2 cores (2026-11-24, pe=none, 71-step epochs after
+# the first): one 2-thread run 26-28 s per epoch, two 1-thread runs side by side 46 s each, i.e.
+# 3.1 against 2.6 steps/s in all, so the default is two runs at a time (the study sets
+# data.num_workers=0: with a feature worker per run, two runs made ~0.55 steps/s each, 2026-11-23).
+# One 2-thread run of the study takes 7.5-9.5 min.
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
 # the CTC and the seq2seq/hybrid studies side by side. Stage 3 archives every evaluated run but
 # reports only the runs of --loss, on the eval/ sets of --report_sets (a second decoding of the
@@ -30,7 +31,7 @@ stage=0
 stop_stage=3
 pes=""          # empty: the study's default list (conf/experiment/synth_study.yaml)
 seeds=""        # empty: 0,1
-jobs=1          # stage 2: runs trained at once (nproc/jobs threads each)
+jobs=2          # stage 2: runs trained at once (nproc/jobs threads each)
 loss=ctc        # stage 2: the head (conf/loss/<loss>.yaml)
 extra=""
 study_dir=runs/synth_study

@@ -76,6 +76,11 @@ def test_resume_continues_the_step_count(tiny_synth_root, tmp_path):
     with open(run / "logs" / "metrics.csv") as f:
         steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
     assert steps == list(range(9)), f"logged steps {steps}: the resumed run must continue at step 6"
+    # how batches are loaded may change on resume; what the model is may not
+    train(compose_train(base + ["trainer.max_steps=10", "resume=true", "data.num_workers=0"]))
+    assert torch.load(ckpt, weights_only=True, map_location="cpu")["global_step"] == 10
+    with pytest.raises(ValueError, match="'data' differs"):
+        train(compose_train(base + ["trainer.max_steps=12", "resume=true", "data.max_batch_seconds=7"]))
     # changing the model on resume is refused with a clear message
     with pytest.raises(ValueError, match="'pe' differs"):
         train(compose_train(base + ["trainer.max_steps=12", "resume=true", "pe=rope"]))

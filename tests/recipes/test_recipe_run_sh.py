@@ -258,9 +258,14 @@ def test_synth_stage_2_runs_one_process_per_run_seed_major_sharing_the_cores(tmp
     assert calls(log) == [f"{per_job} train.py -m experiment=synth_study hydra.sweep.dir={study} pe=rope seed=0 "
                           "loss=hybrid"]
     assert (study / "logs" / "rope_hybrid_s0.log").exists()
-    # without --jobs: one run at a time, each a process of its own with every core
+    # without --jobs: two at a time (the default); --jobs 1: one at a time with every core
     log.unlink()
-    run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--seeds", "0",
+    run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none", "--seeds", "0",
+        "--study_dir", str(study), python=str(exe), env={"FAKE_LOG": str(log), "OMP_NUM_THREADS": ""})
+    assert calls(log) == [f"{per_job} train.py -m experiment=synth_study hydra.sweep.dir={study} pe=none seed=0 "
+                          "loss=ctc"]
+    log.unlink()
+    run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--seeds", "0", "--jobs", "1",
         "--study_dir", str(study), python=str(exe), env={"FAKE_LOG": str(log), "OMP_NUM_THREADS": ""})
     assert calls(log) == [f"{cores} train.py -m experiment=synth_study hydra.sweep.dir={study} pe={pe} seed=0 "
                           "loss=ctc" for pe in ("none", "rope")]
@@ -349,7 +354,7 @@ for i in $(seq 2000); do echo 'echo CORRUPTED >&2; exit 7'; done > "$SCRIPT"
 
 
 @pytest.mark.parametrize("name,args", [
-    ("synth", ["--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--seeds", "0"]),
+    ("synth", ["--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--seeds", "0", "--jobs", "1"]),
     ("librispeech", ["--stage", "4", "--stop_stage", "4", "--pes", "none rope"]),
     ("tedlium3", ["--stage", "4", "--stop_stage", "4", "--pes", "none rope"]),
 ])
