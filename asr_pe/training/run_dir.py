@@ -15,10 +15,10 @@ from asr_pe.io import atomic_write_json, atomic_write_text
 
 # Sections that define the model and its data; a resumed run must not change them.
 MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
-# data keys that only say how batches are loaded, not what they hold: a run may resume with other
-# values (e.g. a study moved from one 2-thread run with a feature worker to two 1-thread runs
-# without one)
-LOADER_KEYS = ("num_workers",)
+# Keys of those sections that only say how batches are loaded, not what they hold: a run may
+# resume with other values (e.g. a study moved from one 2-thread run with a feature worker to
+# two 1-thread runs without one).
+FREE_ON_RESUME = {"data": ("num_workers",)}
 
 
 def resolve_run_dir(cfg: DictConfig) -> Path:
@@ -78,8 +78,8 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
 
     def section(c: DictConfig, key: str):
         value = OmegaConf.to_container(c[key]) if c.get(key) is not None else None
-        if key == "data" and isinstance(value, dict):
-            value = {k: v for k, v in value.items() if k not in LOADER_KEYS}
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in FREE_ON_RESUME.get(key, ())}
         return value
 
     for key in MODEL_SECTIONS:
