@@ -31,7 +31,7 @@ bench: install
 	$(BIN)/python scripts/bench_attention.py
 
 # The embedded length study: corpus + long-form set, 12 PEs x 2 seeds (two 1-thread runs at a time,
-# 12-15 min each on 2 cores, ~2.7 h in all), then the archive of result files and the report in recipes/synth/study/
+# 13-17 min each on 2 cores, ~2.9 h in all), then the archive of result files and the report in recipes/synth/study/
 # (committed). Resumable: re-running skips finished runs.
 study: install
 	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 0 --stop_stage 0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The embedded-corpus recipe, staged and resumable (icefall style):
-#   stage 0: build the synth corpus (+ the 160 s long-form set)      python -m asr_pe.data.synth
+#   stage 0: the corpora of the demo and the study + 160 s long-form  python -m asr_pe.data.synth
 #   stage 1: the demo model (experiment=demo)                         train.py, evaluates at the end
 #   stage 2: the length study, one run per PE x seed                  train.py -m experiment=synth_study
 #   stage 3: archive the runs' result files, WER/CER-vs-length report   scripts/plot_wer_vs_length.py
@@ -11,7 +11,8 @@
 # Every stage skips what is done: the corpus is cached, finished runs are skipped, interrupted
 # runs resume from their last checkpoint (resume=auto).
 # Stage 2 trains one run per process, seed-major (every PE of the first seed before the next
-# seed); each run logs to <study_dir>/logs/<pe>_<loss>_s<seed>.log. --jobs J trains J runs at a
+# seed); each run appends to <study_dir>/logs/<pe>_<loss>_s<seed>.log (a resumed run keeps the log
+# of its interrupted part, a skipped one adds a line). --jobs J trains J runs at a
 # time with nproc/J threads each. Measured on 2 cores (2026-11-24, pe=none, 71-step epochs after
 # the first): one 2-thread run 26-28 s per epoch, two 1-thread runs side by side 46 s each, i.e.
 # 3.1 against 2.6 steps/s in all, so the default is two runs at a time (the study sets
@@ -64,8 +65,13 @@ cd "$repo"
 log() { echo "[$(date '+%H:%M:%S')] $*"; }
 
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
-  log "stage 0: synth corpus"
+  # the demo trains on the corpus defaults (2500 utterances), the study on more of the same
+  # utterances (data.corpus.num_train of its config); dev, test and long-form are shared
+  study_num_train=$("$PYTHON" -c "from omegaconf import OmegaConf as O; \
+print(O.load('conf/experiment/synth_study.yaml').data.corpus.num_train)")
+  log "stage 0: synth corpus (demo), and with $study_num_train training utterances (study)"
   "$PYTHON" -m asr_pe.data.synth --longform 160
+  "$PYTHON" -m asr_pe.data.synth --longform 160 --num-train "$study_num_train"
 fi
 
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
@@ -94,7 +100,7 @@ p = O.load('conf/experiment/synth_study.yaml').hydra.sweeper.params; print(p.pe,
     log "  start $1 $loss seed $2 ($threads threads)"
     # shellcheck disable=SC2086
     if OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads "$PYTHON" train.py -m experiment=synth_study \
-        hydra.sweep.dir="$study_dir" pe="$1" seed="$2" loss="$loss" $extra > "$run_log" 2>&1; then
+        hydra.sweep.dir="$study_dir" pe="$1" seed="$2" loss="$loss" $extra >> "$run_log" 2>&1; then
       log "  done $1 $loss seed $2"
     else
       log "  FAILED $1 $loss seed $2 (see $run_log)"; return 1

@@ -271,6 +271,33 @@ def test_synth_stage_2_runs_one_process_per_run_seed_major_sharing_the_cores(tmp
                           "loss=ctc" for pe in ("none", "rope")]
 
 
+def test_synth_stage_0_builds_the_demo_and_the_study_corpus(tmp_path):
+    # the stand-in answers `python -c` (reading the study config) with the real interpreter and
+    # records every other call
+    exe = tmp_path / "fake_python"
+    exe.write_text(f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
+                   'printf "%s\\n" "$*" >> "$FAKE_LOG"\n')
+    exe.chmod(0o755)
+    log = tmp_path / "calls.log"
+    run(SYNTH, "--stage", "0", "--stop_stage", "0", python=str(exe), env={"FAKE_LOG": str(log)})
+    from omegaconf import OmegaConf
+    study_num_train = OmegaConf.load(REPO / "conf/experiment/synth_study.yaml").data.corpus.num_train
+    assert calls(log) == ["-m asr_pe.data.synth --longform 160",
+                          f"-m asr_pe.data.synth --longform 160 --num-train {study_num_train}"]
+
+
+def test_synth_stage_2_appends_to_a_runs_log(tmp_path):
+    # a resumed run keeps the log of its interrupted part; a skipped one adds to it
+    exe = tmp_path / "fake_python"
+    exe.write_text('#!/usr/bin/env bash\necho "call $*"\n')
+    exe.chmod(0o755)
+    study = tmp_path / "study"
+    for _ in range(2):
+        run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none", "--seeds", "0", "--jobs", "1",
+            "--study_dir", str(study), python=str(exe))
+    assert (study / "logs" / "none_ctc_s0.log").read_text().count("call train.py") == 2
+
+
 def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_path):
     import json
 
