@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from asr_pe.data.manifest import read_manifest
 
@@ -280,7 +281,6 @@ def test_synth_stage_0_builds_the_demo_and_the_study_corpus(tmp_path):
     exe.chmod(0o755)
     log = tmp_path / "calls.log"
     run(SYNTH, "--stage", "0", "--stop_stage", "0", python=str(exe), env={"FAKE_LOG": str(log)})
-    from omegaconf import OmegaConf
     study_num_train = OmegaConf.load(REPO / "conf/experiment/synth_study.yaml").data.corpus.num_train
     assert calls(log) == ["-m asr_pe.data.synth --longform 160",
                           f"-m asr_pe.data.synth --longform 160 --num-train {study_num_train}"]
