@@ -40,7 +40,6 @@ report_dir=runs/synth_study/report
 archive_dir=runs/synth_study/archive
 report_sets="test longform"
 summary_sets="test longform"
-PYTHON=${PYTHON:-python}
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -62,6 +61,7 @@ done
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
+source "$repo/recipes/python.sh"   # $PYTHON: set, or .venv/bin/python; checked
 log() { echo "[$(date '+%H:%M:%S')] $*"; }
 
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then

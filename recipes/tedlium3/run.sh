@@ -48,8 +48,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-PYTHON="${PYTHON:-python}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$repo/recipes/python.sh"   # $PYTHON: set, or .venv/bin/python; checked
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$work_dir"
 work_dir="$(cd "$work_dir" && pwd)"

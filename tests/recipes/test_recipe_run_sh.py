@@ -23,8 +23,11 @@ REPO = Path(__file__).resolve().parents[2]
 LIBRI = REPO / "recipes" / "librispeech" / "run.sh"
 TED = REPO / "recipes" / "tedlium3" / "run.sh"
 
-FAKE_PYTHON = """#!/usr/bin/env bash
-# Records each call; mimics the files the real scripts would leave behind.
+# Every stand-in interpreter starts with this: `python -c` calls (recipes/python.sh's package check,
+# reading a config) go to the real interpreter and are not recorded.
+ANSWER_C = f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
+
+FAKE_PYTHON = ANSWER_C + """# Records each call; mimics the files the real scripts would leave behind.
 printf '%s\\n' "$*" >> "$FAKE_LOG"
 for a in "$@"; do
   case "$a" in
@@ -238,7 +241,7 @@ def test_synth_stage_2_runs_one_process_per_run_seed_major_sharing_the_cores(tmp
     cores = len(os.sched_getaffinity(0))  # what nproc reports
     per_job = str(max(1, cores // 2))
     exe = tmp_path / "fake_python"
-    exe.write_text('#!/usr/bin/env bash\nprintf "%s %s\\n" "$OMP_NUM_THREADS" "$*" >> "$FAKE_LOG"\n')
+    exe.write_text(ANSWER_C + 'printf "%s %s\\n" "$OMP_NUM_THREADS" "$*" >> "$FAKE_LOG"\n')
     exe.chmod(0o755)
     log, study = tmp_path / "calls.log", tmp_path / "study"
     out = run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none,rope,cape", "--seeds", "0,1",
@@ -273,11 +276,8 @@ def test_synth_stage_2_runs_one_process_per_run_seed_major_sharing_the_cores(tmp
 
 
 def test_synth_stage_0_builds_the_demo_and_the_study_corpus(tmp_path):
-    # the stand-in answers `python -c` (reading the study config) with the real interpreter and
-    # records every other call
     exe = tmp_path / "fake_python"
-    exe.write_text(f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
-                   'printf "%s\\n" "$*" >> "$FAKE_LOG"\n')
+    exe.write_text(ANSWER_C + 'printf "%s\\n" "$*" >> "$FAKE_LOG"\n')
     exe.chmod(0o755)
     log = tmp_path / "calls.log"
     run(SYNTH, "--stage", "0", "--stop_stage", "0", python=str(exe), env={"FAKE_LOG": str(log)})
@@ -289,7 +289,7 @@ def test_synth_stage_0_builds_the_demo_and_the_study_corpus(tmp_path):
 def test_synth_stage_2_appends_to_a_runs_log(tmp_path):
     # a resumed run keeps the log of its interrupted part; a skipped one adds to it
     exe = tmp_path / "fake_python"
-    exe.write_text('#!/usr/bin/env bash\necho "call $*"\n')
+    exe.write_text(ANSWER_C + 'echo "call $*"\n')
     exe.chmod(0o755)
     study = tmp_path / "study"
     for _ in range(2):
@@ -370,8 +370,7 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     assert "| rope | 0 | 7.0 |" in summary_l and "| label | set |" not in summary_l
 
 
-REWRITING_PYTHON = """#!/usr/bin/env bash
-# Records its call, then rewrites the running script in place (same inode: truncate and write, as
+REWRITING_PYTHON = ANSWER_C + """# Records its call, then rewrites the running script in place (same inode: truncate and write, as
 # `cat > run.sh` or an editor that saves in place would) with a longer, different one. bash reads a
 # script in pieces as it goes, so without the { ... } block the running copy would go on with
 # lines of the new file.
@@ -389,6 +388,7 @@ def test_editing_run_sh_during_a_run_does_not_change_the_running_copy(name, args
     script = tmp_path / "repo" / "recipes" / name / "run.sh"
     script.parent.mkdir(parents=True)
     script.write_text((REPO / "recipes" / name / "run.sh").read_text())
+    shutil.copy(REPO / "recipes" / "python.sh", script.parents[1] / "python.sh")
     exe = tmp_path / "fake_python"
     exe.write_text(REWRITING_PYTHON)
     exe.chmod(0o755)
@@ -409,3 +409,42 @@ def test_the_committed_study_archive_is_not_git_ignored():
     assert proc.returncode == 1, f"{probe} is ignored: {proc.stdout}"
     ignored = subprocess.run(["git", "check-ignore", "runs/synth_study/none_ctc_s0/config.yaml"], cwd=REPO)
     assert ignored.returncode == 0  # the training outputs themselves stay ignored
+
+
+@pytest.mark.parametrize("name,args", [
+    ("synth", ["--stage", "2", "--stop_stage", "2", "--pes", "none", "--seeds", "0"]),
+    ("librispeech", ["--stage", "4", "--stop_stage", "4", "--pes", "none"]),
+    ("tedlium3", ["--stage", "4", "--stop_stage", "4", "--pes", "none"]),
+])
+def test_a_python_without_the_toolkit_stops_the_recipe_with_one_line(name, args, tmp_path):
+    script = REPO / "recipes" / name / "run.sh"
+    extra = ["--study_dir", str(tmp_path / "study")] if name == "synth" else ["--work_dir", str(tmp_path / "work")]
+    bare = tmp_path / "bare_python"  # the same interpreter without site-packages: no torch, no hydra
+    bare.write_text(f'#!/usr/bin/env bash\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    proc = run(script, *args, *extra, python=str(bare), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{bare} lacks torch torchaudio hydra omegaconf lightning" in proc.stderr
+    assert "make install" in proc.stderr
+    assert not (tmp_path / "study").exists() and not (tmp_path / "work").exists()  # stopped before any stage
+    missing = run(script, *args, *extra, python=str(tmp_path / "no_such_python"), check=False)
+    assert missing.returncode == 2 and "no Python interpreter" in missing.stderr, missing.stderr
+
+
+def test_without_PYTHON_a_recipe_uses_the_repositorys_venv(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "recipes" / "synth").mkdir(parents=True)
+    for rel in ("recipes/synth/run.sh", "recipes/python.sh"):
+        shutil.copy(REPO / rel, repo / rel)
+    venv_python = repo / ".venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.write_text(ANSWER_C + 'printf "%s\\n" "$*" >> "$FAKE_LOG"\n')
+    venv_python.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    proc = subprocess.run(["bash", str(repo / "recipes/synth/run.sh"), "--stage", "2", "--stop_stage", "2",
+                           "--pes", "none", "--seeds", "0", "--jobs", "1", "--study_dir", str(tmp_path / "study")],
+                          capture_output=True, text=True, env={**env, "FAKE_LOG": str(log)}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert calls(log) == [f"train.py -m experiment=synth_study hydra.sweep.dir={tmp_path / 'study'} pe=none seed=0 "
+                          "loss=ctc"]
