@@ -107,6 +107,11 @@ def read_attention_stats(run_dir: Path) -> dict[str, dict[str, float]]:
             for b, a in sums.items()}
 
 
+def _distance_cell(seconds: float, fraction: float) -> str:
+    """``2.65 s (0.05)``: mean attended distance and its share of the utterance; ``–`` without data."""
+    return "–" if math.isnan(seconds) else f"{format_value(seconds, 2)} s ({format_value(fraction, 2)})"
+
+
 def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str],
                     bucket_names: Sequence[str] | None = None) -> str:
     """Markdown table of attended distance and local share per bucket; rows by distance in the
@@ -129,8 +134,7 @@ def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
     for label in sorted(per_label, key=lambda lb: mean(lb, buckets[0], "distance_s")):
         row = [label.removesuffix("/ctc")]
-        row += [f"{format_value(mean(label, b, 'distance_s'), 2)} s ({format_value(mean(label, b, 'distance_frac'), 2)})"
-                for b in buckets]
+        row += [_distance_cell(mean(label, b, "distance_s"), mean(label, b, "distance_frac")) for b in buckets]
         row += [format_value(mean(label, b, "local"), 2) for b in buckets]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

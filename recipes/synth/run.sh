@@ -116,7 +116,7 @@ fi
 
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   # The report is drawn from an archive of each evaluated run's small result files (run_info,
-  # config, per-bucket scores, per-utterance scores; no checkpoints): commit the archive and the
+  # config, per-bucket scores, per-utterance scores, attention statistics; no checkpoints): commit the archive and the
   # figures regenerate from the repository alone, after the run folders are gone.
   log "stage 3: archive in $archive_dir, report in $report_dir"
   for info in "$study_dir"/*/run_info.json; do
@@ -134,6 +134,10 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       for f in buckets.csv buckets.meta.json per_utt.jsonl; do
         if [ -f "$set_dir/$f" ]; then cp "$set_dir/$f" "$dest/eval/$(basename "$set_dir")/"; fi
       done
+    done
+    # scripts/attention_vs_length.py's output (the summary's attention table), where it was run
+    for f in "$run"/attention_stats/attention_stats.csv "$run"/attention_stats/attention_stats.md; do
+      if [ -f "$f" ]; then mkdir -p "$dest/attention_stats" && cp "$f" "$dest/attention_stats/"; fi
     done
   done
   runs=("$archive_dir"/*_"${loss}"_s*)  # the runs of this head only

@@ -323,6 +323,13 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
         (run_dir / "run_info.json").write_text(json.dumps(
             {"pe": pe, "loss": loss, "encoder": "transformer", "seed": 0, "train_max_duration": 5.0,
              "label": f"{pe}/{loss}"}))
+    # scripts/attention_vs_length.py ran on one run: archived with it, and the summary's attention table
+    stats = study / "rope_ctc_s0" / "attention_stats"
+    stats.mkdir()
+    (stats / "attention_stats.csv").write_text(
+        "test_set,bucket,utt,duration,frames,layer,head,mean_distance_s,entropy,norm_entropy,local_mass\n"
+        + "".join(f"test,{b},u,{d},10,0,0,{d / 3},1.0,0.5,0.25\n" for b, d in (("2-4", 3.0), ("32-64", 48.0))))
+    (stats / "attention_stats.md").write_text("head means\n")
     (study / "t5_ctc_s0").mkdir()  # started, not evaluated: left out of the archive
     (study / "t5_ctc_s0" / "run_info.json").write_text("{}")
     # being evaluated (test scored, longform not yet, so no eval/done.json): left out too
@@ -332,9 +339,10 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
               "--archive_dir", str(archive), "--report_dir", str(report), timeout=300)
     assert "t5_ctc_s0: not evaluated yet" in out.stdout and "cape_ctc_s0: not evaluated yet" in out.stdout
     files = sorted(str(p.relative_to(archive)) for p in archive.rglob("*") if p.is_file())
-    assert files == sorted(f"{pe}_{loss}_s0/{f}" for (pe, loss), sets in runs.items() for f in (
-        "run_info.json", *(f"eval/{s}/{n}" for s in sets
-                           for n in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl"))))
+    want = [f"{pe}_{loss}_s0/{f}" for (pe, loss), sets in runs.items() for f in (
+        "run_info.json", *(f"eval/{s}/{n}" for s in sets for n in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl")))]
+    want += [f"rope_ctc_s0/attention_stats/attention_stats.{ext}" for ext in ("csv", "md")]
+    assert files == sorted(want)
     for test_set in ("test", "longform"):
         for metric in ("wer", "cer"):
             assert (report / test_set / f"{metric}_vs_length.png").exists(), (test_set, metric)
@@ -344,6 +352,7 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     assert "| rope/ctc | 5.00 | test: 0-2 | 1.00× |" in (report / "longform" / "cer_vs_length.md").read_text()
     summary = (report / "summary.md").read_text()
     assert "| rope | 0 | 7.0 |" in summary and "| none | 0 | 12.0 |" in summary
+    assert "| rope | 1.00 s (0.33) | 16.00 s (0.33) | – | 0.25 | 0.25 | – |" in summary  # no long-form rows
     # the decodings table: a row per model and decoding of the report sets but the long-form one
     # (these fake long-form sets have no overall bucket, so their column is empty)
     assert "| rope/ctc | test | 0 | 7.0 [6.0, 8.0] | – |" in summary and "| rope/ctc | longform |" not in summary
