@@ -116,8 +116,9 @@ fi
 
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   # The report is drawn from an archive of each evaluated run's small result files (run_info,
-  # config, per-bucket scores, per-utterance scores, attention statistics; no checkpoints): commit the archive and the
-  # figures regenerate from the repository alone, after the run folders are gone.
+  # config, per-bucket scores, per-utterance scores, attention statistics; no checkpoints):
+  # commit the archive and the figures regenerate from the repository alone, after the run
+  # folders are gone.
   log "stage 3: archive in $archive_dir, report in $report_dir"
   for info in "$study_dir"/*/run_info.json; do
     [ -e "$info" ] || continue
