@@ -20,6 +20,13 @@ Distributed training: with ``num_replicas``/``rank`` (by default read from an in
 the epoch's list, a disjoint share of equal size. When the batch count is not divisible by
 ``num_replicas`` the list is padded by repeating its first batches, so a few utterances are
 seen twice in that epoch (the same policy as ``DistributedSampler``).
+
+Training loops and ``set_epoch``: loops call ``set_epoch`` on ``loader.sampler`` and on
+``loader.batch_sampler.sampler`` (Lightning 2.6 ``_set_sampler_epoch``), never on the batch
+sampler itself. ``self.sampler`` is therefore a small handle whose ``set_epoch`` sets this
+sampler's epoch. Resuming in the middle of an epoch: ``resume_at(epoch, batches_done)`` makes
+the next iteration of that epoch start after the batches this rank has already trained on, so an
+interrupted and resumed run sees exactly the batches of an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -61,6 +68,16 @@ def pack_greedy(
     return batches
 
 
+class EpochHandle:
+    """What a training loop finds at ``batch_sampler.sampler``: forwards ``set_epoch``."""
+
+    def __init__(self, owner: "DurationBucketSampler"):
+        self._owner = owner
+
+    def set_epoch(self, epoch: int) -> None:
+        self._owner.set_epoch(epoch)
+
+
 class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
     """Yields lists of dataset indices; pass as ``batch_sampler=`` to a ``DataLoader``."""
 
@@ -78,7 +95,10 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
     ):
         durations = np.asarray(durations, dtype=np.float64)
         if durations.ndim != 1 or durations.size == 0:
-            raise ValueError("DurationBucketSampler needs a non-empty 1-D list of durations")
+            raise ValueError(
+                f"DurationBucketSampler needs a non-empty 1-D list of durations, got shape {durations.shape}"
+                " (is the manifest empty?)"
+            )
         if not np.isfinite(durations).all() or (durations <= 0).any():
             bad = int(np.flatnonzero(~np.isfinite(durations) | (durations <= 0))[0])
             raise ValueError(f"durations must be finite and > 0; index {bad} is {durations[bad]!r}")
@@ -107,6 +127,8 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
         self.num_replicas = int(num_replicas)
         self.rank = int(rank)
         self.epoch = 0
+        self.sampler = EpochHandle(self)
+        self._resume: tuple[int, int] | None = None  # (epoch, batches of it this rank already yielded)
 
         order = np.argsort(durations, kind="stable")
         self.buckets = [b for b in np.array_split(order, min(num_buckets, len(order))) if len(b)]
@@ -118,6 +140,18 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
+
+    def resume_at(self, epoch: int, batches_done: int) -> None:
+        """Continue ``epoch`` after its first ``batches_done`` batches of this rank (one iteration only).
+
+        ``batches_done >= len(self)`` means the epoch is over: the next one starts from its beginning.
+        """
+        epoch, batches_done = int(epoch), int(batches_done)
+        assert batches_done >= 0, f"batches_done must be >= 0, got {batches_done}"
+        if batches_done >= len(self):
+            self.epoch, self._resume = epoch + 1, None
+        else:
+            self.epoch, self._resume = epoch, (epoch, batches_done)
 
     def __len__(self) -> int:
         """Batches this rank yields per epoch (the same for every epoch)."""
@@ -166,10 +200,17 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        batches = self.epoch_batches()
+        epoch = self.epoch
+        skip = 0
+        if self._resume is not None:
+            if self._resume[0] == epoch:
+                skip = self._resume[1]
+            self._resume = None
+        batches = self.epoch_batches(epoch)
         per_rank = len(self)
         padded = per_rank * self.num_replicas
         if padded > len(batches):
             # Repeat from the start (cyclically when there are fewer batches than ranks).
             batches = batches + [batches[j % len(batches)] for j in range(padded - len(batches))]
-        yield from (list(b) for b in batches[self.rank : padded : self.num_replicas])
+        mine = batches[self.rank : padded : self.num_replicas]  # (per_rank,) this rank's share, in order
+        yield from (list(b) for b in mine[skip:])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import lightning as L
 import torch
@@ -163,6 +163,29 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     return RunData(manifests, train, dev, tokenizer, features, cmvn, report)
 
 
+class ResumableLoader(torch.utils.data.DataLoader):
+    """A DataLoader over a `DurationBucketSampler` that checkpoints where the epoch stands.
+
+    Lightning saves ``state_dict()`` of the train loader in every checkpoint and calls
+    ``load_state_dict`` on resume before the first batch is drawn (it treats loaders with both
+    methods as resumable). The state is the sampler's epoch and the number of batches this rank
+    has trained on in it, read from the trainer's progress by ``batches_done``; on resume the
+    sampler skips those batches, so a run interrupted mid-epoch (SLURM preemption, a step
+    checkpoint) continues with exactly the batches an uninterrupted run would see next.
+    """
+
+    def __init__(self, *args, batches_done: Callable[[], int], **kwargs):
+        super().__init__(*args, **kwargs)
+        assert isinstance(self.batch_sampler, DurationBucketSampler), "ResumableLoader needs a DurationBucketSampler"
+        self._batches_done = batches_done
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.batch_sampler.epoch, "batches_done": int(self._batches_done())}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.batch_sampler.resume_at(state["epoch"], state["batches_done"])
+
+
 class ASRDataModule(L.LightningDataModule):
     """Duration-bucketed train/dev loaders over prepared data (features cached in memory)."""
 
@@ -181,21 +204,33 @@ class ASRDataModule(L.LightningDataModule):
         self.train_set = ASRDataset(d.train, d.tokenizer, d.features, d.cmvn, self.spec_augment, cache_features=cache)
         self.dev_set = ASRDataset(d.dev, d.tokenizer, d.features, d.cmvn, None, cache_features=cache) if d.dev else None
 
-    def _loader(self, ds: ASRDataset, shuffle: bool) -> torch.utils.data.DataLoader:
+    def _sampler(self, ds: ASRDataset, shuffle: bool) -> DurationBucketSampler:
         world = self.trainer.world_size if self.trainer is not None else 1
         rank = self.trainer.global_rank if self.trainer is not None else 0
-        sampler = DurationBucketSampler(
+        return DurationBucketSampler(
             [u.duration for u in ds.utterances], self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
             shuffle=shuffle, seed=self.seed, max_batch_size=self.cfg.get("max_batch_size"),
             num_replicas=world, rank=rank,
         )
-        return torch.utils.data.DataLoader(
-            ds, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
-            persistent_workers=self.cfg.num_workers > 0,
-        )
+
+    def _batches_done(self) -> int:
+        """Training batches of the current epoch this rank has run (the trainer's own count)."""
+        return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def train_dataloader(self):
-        return self._loader(self.train_set, shuffle=True)
+        sampler = self._sampler(self.train_set, shuffle=True)
+        # The epoch a fresh loader starts in (Lightning calls set_epoch only after it has created
+        # the first iterator, which with workers already draws batches); a resume overrides it.
+        sampler.set_epoch(self.trainer.current_epoch if self.trainer is not None else 0)
+        return ResumableLoader(
+            self.train_set, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
+            persistent_workers=self.cfg.num_workers > 0, batches_done=self._batches_done,
+        )
 
     def val_dataloader(self):
-        return [] if self.dev_set is None else self._loader(self.dev_set, shuffle=False)
+        if self.dev_set is None:
+            return []
+        return torch.utils.data.DataLoader(
+            self.dev_set, batch_sampler=self._sampler(self.dev_set, shuffle=False), collate_fn=collate,
+            num_workers=self.cfg.num_workers, persistent_workers=self.cfg.num_workers > 0,
+        )

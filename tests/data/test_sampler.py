@@ -139,3 +139,26 @@ def test_bad_arguments():
         DurationBucketSampler([1.0], 10.0, num_replicas=2, rank=2)
     with pytest.raises(ValueError, match="non-empty"):
         DurationBucketSampler([], 10.0)
+
+
+def test_set_epoch_reaches_the_sampler_through_the_handle_lightning_calls():
+    # Lightning 2.6 calls set_epoch on loader.batch_sampler.sampler, never on the batch sampler
+    s = DurationBucketSampler(np.linspace(1, 5, 40), 8.0, num_buckets=2, seed=3)
+    s.sampler.set_epoch(5)
+    assert s.epoch == 5 and list(s) == s.epoch_batches(5)
+
+
+def test_resume_at_skips_the_batches_this_rank_already_had_once():
+    d = np.linspace(1, 5, 41)
+    ranks = [DurationBucketSampler(d, 8.0, num_buckets=3, seed=1, num_replicas=2, rank=r) for r in (0, 1)]
+    for s in ranks:
+        s.set_epoch(2)
+    full = [list(s) for s in ranks]
+    for s, mine in zip(ranks, full):
+        s.resume_at(2, 3)
+        assert list(s) == mine[3:], "the resumed epoch must continue where it stopped"
+        assert list(s) == mine, "the skip applies to one iteration only"
+        s.resume_at(2, len(s))  # the epoch was over: the next one starts from its beginning
+        fresh = DurationBucketSampler(d, 8.0, num_buckets=3, seed=1, num_replicas=2, rank=s.rank)
+        fresh.set_epoch(3)
+        assert s.epoch == 3 and list(s) == list(fresh)
