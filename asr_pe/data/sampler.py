@@ -157,6 +157,14 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
         """Batches this rank yields per epoch (the same for every epoch)."""
         return math.ceil(self.total_batches / self.num_replicas)
 
+    def is_padding(self, position: int) -> bool:
+        """Whether this rank's ``position``-th batch of an epoch repeats a batch of another rank.
+
+        Batches are dealt out round-robin, so this rank's ``p``-th batch is the epoch's
+        ``rank + p * num_replicas``-th; past the real batch count it is a repeat (see ``__iter__``).
+        """
+        return self.rank + int(position) * self.num_replicas >= self.total_batches
+
     def _mixed_packing(self, bucket_index: int, rng: np.random.Generator) -> list[list[int]]:
         """The bucket's packing with contents mixed by cap-preserving random swaps."""
         reference = self._reference[bucket_index]

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -186,8 +188,12 @@ class SentencePieceTokenizer:
         if not model_name.endswith(".model"):
             raise TokenizerError(f"model_name must end with .model, got {model_name!r}")
         prefix = out_dir / model_name[: -len(".model")]
+        # SentencePiece writes <prefix>.model/.vocab in place: train into a private folder and move
+        # the finished files over, so a killed run or a concurrent job never leaves a partial model.
+        tmp_dir = Path(tempfile.mkdtemp(prefix=".spm_", dir=out_dir))
+        tmp_prefix = tmp_dir / prefix.name
         options = dict(
-            model_prefix=str(prefix),
+            model_prefix=str(tmp_prefix),
             vocab_size=int(vocab_size),
             model_type=model_type,
             character_coverage=character_coverage,
@@ -203,10 +209,15 @@ class SentencePieceTokenizer:
         options.update(trainer_options)
         spm.set_random_generator_seed(seed)
         try:
-            spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), **options)
-        except RuntimeError as e:
-            # e.g. "Vocabulary size too high (500). Please set it to a value <= 120."
-            raise TokenizerError(f"SentencePiece training failed: {e}") from None
+            try:
+                spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), **options)
+            except RuntimeError as e:
+                # e.g. "Vocabulary size too high (500). Please set it to a value <= 120."
+                raise TokenizerError(f"SentencePiece training failed: {e}") from None
+            for ext in (".vocab", ".model"):  # the model last: its presence means both are complete
+                os.replace(str(tmp_prefix) + ext, str(prefix) + ext)
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
         return cls.load_model(str(prefix) + ".model")
 
     @classmethod

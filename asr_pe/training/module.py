@@ -1,4 +1,13 @@
-"""LightningModule: losses (CTC, seq2seq, hybrid), optimiser and schedule, validation CER/WER."""
+"""LightningModule: losses (CTC, seq2seq, hybrid), optimiser and schedule, validation CER/WER.
+
+Distributed data parallel: every collective must be issued by every rank in the same order, so
+nothing here depends on one rank's data alone. A non-finite training loss on any rank skips the
+step on all ranks (the ranks agree through an all-gather of a flag every step; see
+`training_step`); validation sums
+errors, reference words/characters and losses on each rank and all-reduces the sums once at the
+end of the epoch (a corpus-level WER, not a mean of per-rank ratios), leaving out the batches
+the bucket sampler repeated onto a rank to even out the batch count.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +18,7 @@ import lightning as L
 import torch
 
 from asr_pe.decoding.ctc import ctc_greedy
+from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.evaluation.scoring import score_utterance
 from asr_pe.models.asr import ASRModel
 from asr_pe.models.losses import LabelSmoothingLoss, add_sos_eos, ctc_loss, hybrid_loss
@@ -16,6 +26,10 @@ from asr_pe.models.losses import LabelSmoothingLoss, add_sos_eos, ctc_loss, hybr
 from .schedules import lr_multiplier
 
 log = logging.getLogger(__name__)
+
+
+# Per-rank validation sums, all-reduced at the end of the epoch.
+VAL_SUMS = ("errors", "ref_words", "char_errors", "ref_chars", "loss", "loss_weight", "acc_correct", "acc_total")
 
 
 class ASRModule(L.LightningModule):
@@ -40,7 +54,8 @@ class ASRModule(L.LightningModule):
         # counters that survive checkpoints (buffers are saved in the state dict)
         self.register_buffer("skipped_batches", torch.zeros((), dtype=torch.long), persistent=True)
         self.register_buffer("dropped_utterances", torch.zeros((), dtype=torch.long), persistent=True)
-        self._val: list[dict] = []
+        self._val_sums = torch.zeros(len(VAL_SUMS), dtype=torch.float64)
+        self._skip_step = False  # set by training_step, consumed before the optimiser step
 
     # ------------------------------------------------------------------ losses
     def compute_loss(self, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -62,33 +77,67 @@ class ASRModule(L.LightningModule):
             parts["att"] = att.detach()
             with torch.no_grad():
                 mask = dec_target != -1
-                parts["acc"] = ((logits.argmax(-1) == dec_target) & mask).sum() / mask.sum().clamp(min=1)
+                parts["acc_correct"] = ((logits.argmax(-1) == dec_target) & mask).sum()
+                parts["acc_total"] = mask.sum()
+                parts["acc"] = parts["acc_correct"] / parts["acc_total"].clamp(min=1)
         return hybrid_loss(ctc, att, self.ctc_weight), parts
+
+    def _any_rank(self, flag: bool) -> bool:
+        """True on every rank when ``flag`` is true on any (one all-gather; no-op on one process)."""
+        if self.trainer is None or self.trainer.world_size == 1:
+            return flag
+        return bool(self.all_gather(torch.tensor(flag, device=self.device)).any())
 
     def training_step(self, batch: dict, batch_idx: int):
         loss, parts = self.compute_loss(batch)
-        if not torch.isfinite(loss):
-            # Skipping (returning None) leaves the weights untouched; the count is logged.
+        finite_here = bool(torch.isfinite(loss))
+        if self._any_rank(not finite_here):
+            # Skip the step on every rank alike. Lightning refuses a None return under DDP, and a
+            # backward must run on every rank for the gradient all-reduce, so the loss becomes an
+            # exact zero over every parameter; `on_before_optimizer_step` then drops the (zero)
+            # gradients, and AdamW leaves parameters without a gradient (and their state) untouched.
+            self._skip_step = True
             self.skipped_batches += 1
-            log.warning("non-finite loss at step %d (batch of %s); skipped", self.global_step, batch["ids"][:3])
+            where = "here" if not finite_here else "on another rank"
+            log.warning("non-finite loss %s at step %d (batch of %s); step skipped on every rank",
+                        where, self.global_step, batch["ids"][:3])
             self.log("train/skipped_batches", self.skipped_batches.float(), on_step=True)
-            return None
+            return sum(p.sum() for p in self.parameters() if p.requires_grad) * 0.0
         bs = len(batch["ids"])
         self.log("train/loss", loss.detach(), prog_bar=True, on_step=True, batch_size=bs)
         for k, v in parts.items():
+            if k in ("acc_correct", "acc_total"):
+                continue
             self.log(f"train/{k}", v, on_step=True, batch_size=bs)
         self.log("train/lr", self.optimizers().param_groups[0]["lr"], on_step=True, prog_bar=False)
         self.log("train/dropped_utterances", self.dropped_utterances.float(), on_step=True)
         return loss
 
+    def on_before_optimizer_step(self, optimizer) -> None:
+        if self._skip_step:
+            optimizer.zero_grad(set_to_none=True)
+            self._skip_step = False
+
     # ---------------------------------------------------------------- validation
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
+    def _is_padding(self, batch_idx: int, dataloader_idx: int = 0) -> bool:
+        """Whether this validation batch is one the sampler repeated to even out the ranks."""
+        loaders = self.trainer.val_dataloaders if self.trainer is not None else None
+        if isinstance(loaders, (list, tuple)):
+            loaders = loaders[dataloader_idx]
+        sampler = getattr(loaders, "batch_sampler", None)
+        return isinstance(sampler, DurationBucketSampler) and sampler.is_padding(batch_idx)
+
+    def validation_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        # A padding batch still runs the model (DDP may sync buffers in every forward) but is not scored.
         loss, parts = self.compute_loss(batch)
+        if self._is_padding(batch_idx, dataloader_idx):
+            return
         bs = len(batch["ids"])
+        sums = {}
         if torch.isfinite(loss):
-            self.log("val/loss", loss, prog_bar=True, batch_size=bs, sync_dist=True)
-        if "acc" in parts:
-            self.log("val/acc", parts["acc"], batch_size=bs, sync_dist=True)
+            sums["loss"], sums["loss_weight"] = float(loss) * bs, bs
+        if "acc_total" in parts:
+            sums["acc_correct"], sums["acc_total"] = float(parts["acc_correct"]), float(parts["acc_total"])
         enc, enc_lengths = self.model.encode(batch["features"], batch["feature_lengths"])
         if self.ctc_weight > 0:
             hyps = ctc_greedy(self.model.ctc_log_probs(enc), enc_lengths, blank=self.tokenizer.blank_id)
@@ -98,18 +147,31 @@ class ASRModule(L.LightningModule):
             hyps = attention_decode(self.model, enc, enc_lengths, self.tokenizer,
                                     {"method": "attention", "beam": 1, "length_penalty": 1.0, "max_len_ratio": 1.0})
         for ref, hyp in zip(batch["texts"], hyps):
-            self._val.append(score_utterance(ref, self.tokenizer.decode(hyp)))
+            r = score_utterance(ref, self.tokenizer.decode(hyp))
+            for k in ("errors", "ref_words", "char_errors", "ref_chars"):
+                sums[k] = sums.get(k, 0) + r[k]
+        for k, v in sums.items():
+            self._val_sums[VAL_SUMS.index(k)] += v
 
     def on_validation_epoch_end(self) -> None:
-        if not self._val:
-            return
-        errs = sum(r["errors"] for r in self._val)
-        words = sum(r["ref_words"] for r in self._val)
-        cerrs = sum(r["char_errors"] for r in self._val)
-        chars = sum(r["ref_chars"] for r in self._val)
-        self.log("val/wer", 100.0 * errs / max(words, 1), prog_bar=True, sync_dist=True)
-        self.log("val/cer", 100.0 * cerrs / max(chars, 1), prog_bar=True, sync_dist=True)
-        self._val.clear()
+        # Every rank gets here and reduces, including one whose batches were all padding.
+        sums = self._val_sums.to(self.device)
+        if self.trainer is not None and self.trainer.world_size > 1:
+            sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
+        total = dict(zip(VAL_SUMS, sums.tolist()))
+        self._val_sums.zero_()
+        if total["ref_words"] == 0:
+            return  # no validation data at all (the same on every rank)
+        # The values are global already and equal on every rank; sync_dist (a mean of equal values)
+        # only keeps Lightning from warning about unsynced epoch-level metrics.
+        metrics = {"val/wer": 100.0 * total["errors"] / total["ref_words"],
+                   "val/cer": 100.0 * total["char_errors"] / max(total["ref_chars"], 1)}
+        if total["loss_weight"] > 0:
+            metrics["val/loss"] = total["loss"] / total["loss_weight"]
+        if total["acc_total"] > 0:
+            metrics["val/acc"] = total["acc_correct"] / total["acc_total"]
+        for name, value in metrics.items():
+            self.log(name, value, prog_bar=name != "val/acc", sync_dist=True)
 
     # ---------------------------------------------------------------- optimiser
     def configure_optimizers(self):

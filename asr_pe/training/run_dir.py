@@ -124,3 +124,57 @@ def merge_metrics(run_dir: Path) -> None:
     atomic_write_text(logs / "metrics.csv", buf.getvalue())
     for p in parts:
         p.unlink()
+
+
+DATA_READY = ".data_ready.json"  # written by rank 0 once the run's data files exist
+
+
+def data_key(cfg: DictConfig) -> str:
+    """Identifies the data a run prepares (its resolved ``data`` section)."""
+    import hashlib
+
+    text = json.dumps(OmegaConf.to_container(cfg.data, resolve=True), sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def prepare_on_rank_zero(run_dir: Path, key: str, rank: int, prepare, *, timeout_s: float = 6 * 3600.0,
+                         poll_s: float = 2.0):
+    """Run ``prepare()`` on rank 0 first; the other ranks wait for it, then run it themselves.
+
+    Data preparation writes files (corpus manifests, tokenizer, SentencePiece model, CMVN) that
+    every rank then reads. Rank 0 prepares and writes ``DATA_READY`` (atomically) naming ``key``;
+    the other ranks wait for that file and then call ``prepare()``, which finds every file in
+    place and only reads. This needs no process group (under SLURM all tasks start at once,
+    before Lightning initialises one). A failure on rank 0 is written to the file too, so the
+    others stop with its message instead of waiting. A file left by an earlier launch with the
+    same key is a valid signal: preparation writes each file once and never rewrites it.
+    """
+    import time
+
+    marker = Path(run_dir) / DATA_READY
+    if rank == 0:
+        try:
+            result = prepare()
+        except BaseException as e:
+            atomic_write_json(marker, {"key": key, "error": f"{type(e).__name__}: {e}"})
+            raise
+        atomic_write_json(marker, {"key": key, "error": None})
+        return result
+    start = last_note = time.monotonic()
+    while True:
+        try:
+            state = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            state = None
+        if state is not None and state.get("key") == key:
+            if state.get("error"):
+                raise RuntimeError(f"rank 0 failed to prepare the data of {run_dir}: {state['error']}")
+            return prepare()
+        now = time.monotonic()
+        if now - start > timeout_s:
+            raise TimeoutError(f"rank {rank}: rank 0 did not prepare the data of {run_dir} within "
+                               f"{timeout_s:.0f} s (no {marker} with key {key[:8]})")
+        if now - last_note > 60:
+            print(f"[asr_pe] rank {rank}: waiting for rank 0 to prepare the data ({now - start:.0f} s)", flush=True)
+            last_note = now
+        time.sleep(poll_s)

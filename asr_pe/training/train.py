@@ -12,16 +12,20 @@ from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMPr
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
+from asr_pe.io import atomic_write_text
+
 from asr_pe.models.asr import build_asr_model, frontend_from_config
 
 from .data import ASRDataModule, prepare_run_data
 from .run_dir import (
     check_resume_compatible,
+    data_key,
     eval_done,
     last_checkpoint,
     mark_eval_done,
     merge_metrics,
     pe_label,
+    prepare_on_rank_zero,
     resolve_run_dir,
     set_aside_metrics,
     write_json_atomic,
@@ -45,9 +49,23 @@ def model_kwargs(cfg: DictConfig, vocab_size: int) -> dict[str, Any]:
     }
 
 
-def _progress_bar():
-    # rich draws live bars on a terminal; in CI logs a plain bar with sparse refreshes reads better
-    return RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50)
+def _progress_bars(cfg: DictConfig) -> list:
+    """rich draws live bars on a terminal; in CI logs a plain bar with sparse refreshes reads better.
+    None with ``trainer.enable_progress_bar=false`` (Lightning refuses a bar callback then)."""
+    if not cfg.trainer.get("enable_progress_bar", True):
+        return []
+    return [RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50)]
+
+
+def _callbacks(cfg: DictConfig, run_dir: Path) -> list:
+    ckpt_dir = run_dir / "checkpoints"
+    return [
+        ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", save_last=True, save_top_k=0,
+                        every_n_train_steps=int(cfg.checkpoint.every_n_train_steps), auto_insert_metric_name=False),
+        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/cer",
+                        mode="min", save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False),
+        *_progress_bars(cfg),
+    ]
 
 
 def train(cfg: DictConfig) -> Path:
@@ -67,15 +85,28 @@ def train(cfg: DictConfig) -> Path:
         )
     if ckpt is not None:
         check_resume_compatible(run_dir, cfg)
-    print(f"[asr_pe] run directory: {run_dir}")
-
+    # The trainer first: it knows this process' rank (from the launcher's or SLURM's environment)
+    # before any process group exists, and only rank 0 writes the run's files.
     L.seed_everything(int(cfg.seed), workers=True)
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    loggers = [CSVLogger(run_dir, name="", version="logs"), TensorBoardLogger(run_dir, name="", version="tb")]
+    trainer = L.Trainer(
+        **OmegaConf.to_container(cfg.trainer, resolve=True),
+        default_root_dir=run_dir,
+        callbacks=_callbacks(cfg, run_dir),
+        logger=loggers,
+        use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
+    )
+    zero = trainer.is_global_zero
+    if zero:
+        print(f"[asr_pe] run directory: {run_dir}")
+        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
     uses_ctc = float(cfg.loss.get("ctc_weight", 1.0)) > 0
     kwargs = model_kwargs(cfg, vocab_size=1)
     frontend = frontend_from_config(kwargs["frontend"], kwargs["in_features"], kwargs["encoder"]["d_model"])
-    data = prepare_run_data(cfg.data, run_dir, frontend=frontend, uses_ctc=uses_ctc)
+    data = prepare_on_rank_zero(
+        run_dir, data_key(cfg), trainer.global_rank,
+        lambda: prepare_run_data(cfg.data, run_dir, frontend=frontend, uses_ctc=uses_ctc))
     log.info("data: %s", data.report)
 
     model = build_asr_model(**model_kwargs(cfg, data.tokenizer.vocab_size))
@@ -83,39 +114,24 @@ def train(cfg: DictConfig) -> Path:
 
     total_steps = int(cfg.trainer.max_steps) if int(cfg.trainer.get("max_steps", -1)) > 0 else None
     module = ASRModule(model, data.tokenizer, cfg.loss, cfg.optim, total_steps=total_steps)
-    write_json_atomic(run_dir / "run_info.json", {
-        "pe": pe_label(cfg.pe),
-        "loss": cfg.loss.name,
-        "encoder": cfg.encoder.kind,
-        "seed": int(cfg.seed),
-        "data": cfg.data.name,
-        "train_max_duration": data.report["train_max_duration"],
-        "train_hours": data.report["train_hours"],
-        "parameters": count_parameters(model),
-        "label": f"{pe_label(cfg.pe)}/{cfg.loss.name}",
-        "data_report": data.report,
-    })
-    print(f"[asr_pe] model: {count_parameters(model) / 1e6:.2f} M parameters, pe={pe_label(cfg.pe)}, "
-          f"loss={cfg.loss.name}, train {data.report['train_used']} utts ({data.report['train_hours']:.2f} h)")
+    if zero:
+        write_json_atomic(run_dir / "run_info.json", {
+            "pe": pe_label(cfg.pe),
+            "loss": cfg.loss.name,
+            "encoder": cfg.encoder.kind,
+            "seed": int(cfg.seed),
+            "data": cfg.data.name,
+            "train_max_duration": data.report["train_max_duration"],
+            "train_hours": data.report["train_hours"],
+            "parameters": count_parameters(model),
+            "label": f"{pe_label(cfg.pe)}/{cfg.loss.name}",
+            "data_report": data.report,
+        })
+        print(f"[asr_pe] model: {count_parameters(model) / 1e6:.2f} M parameters, pe={pe_label(cfg.pe)}, "
+              f"loss={cfg.loss.name}, train {data.report['train_used']} utts ({data.report['train_hours']:.2f} h)")
 
-    ckpt_dir = run_dir / "checkpoints"
-    callbacks = [
-        ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", save_last=True, save_top_k=0,
-                        every_n_train_steps=int(cfg.checkpoint.every_n_train_steps), auto_insert_metric_name=False),
-        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/cer",
-                        mode="min", save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False),
-        _progress_bar(),
-    ]
-    loggers = [CSVLogger(run_dir, name="", version="logs"), TensorBoardLogger(run_dir, name="", version="tb")]
-    trainer = L.Trainer(
-        **OmegaConf.to_container(cfg.trainer, resolve=True),
-        default_root_dir=run_dir,
-        callbacks=callbacks,
-        logger=loggers,
-        use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
-    )
     datamodule = ASRDataModule(data, cfg.data, int(cfg.seed))
-    if ckpt is not None and trainer.is_global_zero:
+    if ckpt is not None and zero:
         set_aside_metrics(run_dir)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
     if trainer.is_global_zero:

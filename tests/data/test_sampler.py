@@ -162,3 +162,14 @@ def test_resume_at_skips_the_batches_this_rank_already_had_once():
         fresh = DurationBucketSampler(d, 8.0, num_buckets=3, seed=1, num_replicas=2, rank=s.rank)
         fresh.set_epoch(3)
         assert s.epoch == 3 and list(s) == list(fresh)
+
+
+def test_is_padding_marks_exactly_the_repeated_batches():
+    d = np.linspace(1, 5, 23)
+    ranks = [DurationBucketSampler(d, 6.0, num_buckets=2, shuffle=False, num_replicas=3, rank=r) for r in range(3)]
+    total = ranks[0].total_batches
+    assert total % 3, "the test needs a batch count that does not divide by the ranks"
+    real = [b for s in ranks for p, b in enumerate(s) if not s.is_padding(p)]
+    padding = [b for s in ranks for p, b in enumerate(s) if s.is_padding(p)]
+    assert sorted(real) == sorted(ranks[0].epoch_batches()), "the non-padding batches are the epoch, once each"
+    assert len(padding) == 3 * len(ranks[0]) - total and all(b in real for b in padding)

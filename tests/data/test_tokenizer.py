@@ -117,3 +117,15 @@ def test_load_errors_name_the_file(tmp_path):
         build_tokenizer("words", ["a"], tmp_path)
     with pytest.raises(TokenizerError, match="no characters"):
         build_tokenizer("char", [" "], tmp_path)
+
+
+def test_sentencepiece_training_leaves_only_complete_files(tmp_path):
+    from asr_pe.data.tokenizer import SentencePieceTokenizer, TokenizerError
+
+    texts = ["the quick brown fox jumps over the lazy dog"] * 20
+    with pytest.raises(TokenizerError):
+        SentencePieceTokenizer.train(texts, tmp_path, vocab_size=5000)
+    assert list(tmp_path.iterdir()) == [], "a failed training left files behind"
+    tok = SentencePieceTokenizer.train(texts, tmp_path, vocab_size=29)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spm_unigram29.model", "spm_unigram29.vocab"]
+    assert tok.decode(tok.encode("the lazy dog")) == "the lazy dog"

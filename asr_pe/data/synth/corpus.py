@@ -42,6 +42,7 @@ import torchaudio
 from asr_pe.data.manifest import Utterance, write_manifest
 from asr_pe.data.synth.espeak import IsolatedSynthesizer
 from asr_pe.data.synth.sentences import generate_sentences, spoken_text, transcript
+from asr_pe.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -533,7 +534,7 @@ def build_synth_longform(corpus_dir: str | os.PathLike, *, durations: Sequence[f
     _, report = build_longform(by_speaker, list(durations), out_dir, gap_s=gap_s, tolerance=tolerance,
                                max_per_duration=max_per_duration, manifest_path=manifest)
     log.info("synth long-form set %s: %s", manifest, report.summary())
-    done.write_text(key + "\n")
+    atomic_write_text(done, key + "\n")
     return manifest
 
 
