@@ -4,7 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.asr_pe-installed
-# torch/torchaudio are pinned to the versions this project is tested with; pip finds local wheels first.
+# torch/torchaudio are pinned to the versions this project is tested with. PyPI's Linux torch 2.14.1
+# wheel is the CUDA 13.0 build (needs NVIDIA driver >= 580, GPUs sm_75 and newer). TORCH_PIN goes
+# verbatim to pip, so another build is e.g. (in a fresh venv: make clean-venv first; README "GPU / CUDA driver")
+#   make install TORCH_PIN="torch==2.14.1+cu126 torchaudio==2.11.0+cu126 --index-url https://download.pytorch.org/whl/cu126"
 TORCH_PIN ?= torch==2.14.1 torchaudio==2.11.0
 TEST_ARGS ?=
 

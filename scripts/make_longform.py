@@ -8,10 +8,14 @@ Usage (Hydra-style key=value arguments):
         [allow_mixed_speakers=false] [group_key=speaker] [seed=0] [sample_rate=16000] \\
         [audio_dir=<out without .jsonl>] [strict=true]
 
-``durations`` may include ``full`` (one recording per whole group). Audio goes next to the
-output manifest, in a folder named after it (``data/test_long/``) unless ``audio_dir`` is
-given. A tiny parser rather than ``@hydra.main``: this is a one-shot data tool, it should
-neither change the working directory nor write ``outputs/`` folders.
+``durations`` may include ``full`` (one recording per whole group). The ``gap_s`` seconds
+between joined utterances hold their own background: exact zeros where the sources' pauses are
+digital silence (synthetic or gated audio), otherwise noise matched to the sources' noise floor
+(spectrum and level of their quietest frames), seeded by ``seed`` and the recording id; the
+summary counts both kinds and gives the floor levels (asr_pe/data/longform.py explains why).
+Audio goes next to the output manifest, in a folder named after it (``data/test_long/``)
+unless ``audio_dir`` is given. A tiny parser rather than ``@hydra.main``: this is a one-shot
+data tool, it should neither change the working directory nor write ``outputs/`` folders.
 """
 
 from __future__ import annotations

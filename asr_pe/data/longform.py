@@ -3,7 +3,8 @@
 Why: the study measures WER on audio longer than anything seen in training. Real long
 recordings with aligned transcripts are rare, so long inputs are built from consecutive
 segments of the same source (a LibriSpeech chapter, a TED talk), in manifest order, with
-``gap_s`` of digital silence between segments and transcripts joined in the same order.
+``gap_s`` of the sources' own background between segments and transcripts joined in the
+same order.
 
 Grouping: a group is a maximal run of *consecutive* manifest entries with the same group
 key (default: the ``speaker`` field, where the recipes store chapter/talk ids). Recordings
@@ -20,6 +21,27 @@ are counted in the report (too short, or no run of consecutive segments fits the
 A target that no group can meet is an error naming the longest group, since an empty
 bucket would otherwise pass unnoticed.
 
+Joins: a gap of exact digital zeros puts log-mel frames at the floor (log of float eps, about
+-16, with dither off) into every join; audio recorded through a microphone (LibriSpeech,
+TED-LIUM) has a noise floor instead, so a model trained on it would meet such frames only in
+the long-form test sets. Each gap is therefore filled with
+the background of the recording's own parts, estimated once per long-form recording over
+all its parts (one chapter/talk; a single utterance may hold no pause at all), on the frames
+of the features (25 ms windows every 10 ms):
+
+- *digital silence*: when the parts hold at least ``DIGITAL_SILENCE_MIN_FRAMES`` frames
+  whose RMS is at most one 16-bit step (1/32768; zeros up to rounding, as in synthesized
+  or noise-gated audio), that is their background and the gaps are exact zeros. The
+  embedded synthetic corpus is such audio: its long-form sets are byte-identical to those
+  built with zero gaps.
+- *noise floor*: otherwise each gap is Gaussian noise shaped to the mean power spectrum of
+  the quietest ``QUIET_FRACTION`` of the parts' frames (at least ``MIN_QUIET_FRAMES``), scaled
+  to their mean power, plus their mean (DC) value: the level and colour of the pauses in the
+  recording. Audio without any pause gets a fill as loud as its quietest frames, never more.
+
+The noise of each recording comes from a generator seeded by (``seed``, recording id), so
+it is the same on every run and does not depend on which other recordings are built.
+
 ``max_per_duration`` caps the recordings per target; which ones are kept is a seeded
 shuffle (``seed``), so the kept set spans the groups instead of favouring the first ones.
 Output is deterministic: same manifest and arguments give the same ids, texts and bytes.
@@ -27,6 +49,7 @@ Output is deterministic: same manifest and arguments give the same ids, texts an
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -43,12 +66,30 @@ from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Utterance, write_manifest
 from asr_pe.io import atomic_write_json
 
-__all__ = ["LongformError", "LongformReport", "build_longform", "plan_windows", "target_label"]
+__all__ = ["JoinFill", "LongformError", "LongformReport", "build_longform", "estimate_background",
+           "plan_windows", "target_label"]
 
 log = logging.getLogger(__name__)
 
 FULL = "full"
 MIX_GROUP = "mix"
+
+# Background estimation works on the frames of the features (FbankExtractor's defaults), so
+# "quiet frame" means a frame that the model sees as quiet.
+FRAME_S = 0.025
+HOP_S = 0.010
+# One 16-bit step: a frame at or below this RMS is digital silence up to rounding (resampled
+# synthetic audio leaves +-1 residues in its zero pauses).
+ONE_LSB = 1.0 / 32768
+# 0.05 s of such frames make a source's background digital silence; a single odd frame does not.
+DIGITAL_SILENCE_MIN_FRAMES = 5
+# The floor is the quietest 1 % of the frames: in read or lecture speech the pauses are many
+# times that, so these frames are background, not quiet speech; at least 0.1 s of frames so
+# that a short recording still gives a spectrum averaged over several frames.
+QUIET_FRACTION = 0.01
+MIN_QUIET_FRAMES = 10
+# Quiet frames are ranked by their power averaged over this many frames (0.11 s, centred).
+SMOOTH_FRAMES = 11
 
 
 class LongformError(ValueError):
@@ -64,15 +105,118 @@ class LongformReport:
     no_fit: dict = field(default_factory=dict)        # long enough, but no consecutive run within tolerance
     capped: dict = field(default_factory=dict)        # recordings left out by max_per_duration
     seconds: dict = field(default_factory=dict)       # total seconds written
+    silent_joins: dict = field(default_factory=dict)  # recordings whose background is digital silence
+    noise_joins: dict = field(default_factory=dict)   # recordings whose joins are their noise floor
+    floor_dbfs: dict = field(default_factory=dict)    # [min, max] noise-floor level (dBFS) of those
 
     def summary(self) -> str:
         lines = [f"{self.groups} group(s)",
-                 f"{'target':>8} {'made':>6} {'hours':>7} {'too short':>10} {'no fit':>7} {'capped':>7}"]
+                 f"{'target':>8} {'made':>6} {'hours':>7} {'too short':>10} {'no fit':>7} {'capped':>7}"
+                 f"  joins"]
         for label in self.made:
+            joins = (f"{self.silent_joins.get(label, 0)} digital silence, "
+                     f"{self.noise_joins.get(label, 0)} noise floor")
+            if label in self.floor_dbfs:
+                lo, hi = self.floor_dbfs[label]
+                joins += f" ({lo:.0f} to {hi:.0f} dBFS)"
             lines.append(f"{label:>8} {self.made[label]:>6} {self.seconds[label] / 3600:>7.2f} "
                          f"{self.too_short.get(label, 0):>10} {self.no_fit.get(label, 0):>7} "
-                         f"{self.capped.get(label, 0):>7}")
+                         f"{self.capped.get(label, 0):>7}  {joins}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class JoinFill:
+    """The background of a long-form recording's parts, and the gaps it makes.
+
+    ``power_spectrum`` is None for digital silence (the gaps are zeros); otherwise the mean
+    power spectrum (``n_fft // 2 + 1`` bins) of the quietest frames, ``dc`` their mean and
+    ``ac_power`` their mean power with the DC removed.
+    """
+    dc: float = 0.0
+    ac_power: float = 0.0
+    power_spectrum: np.ndarray | None = None
+
+    @property
+    def digital_silence(self) -> bool:
+        return self.power_spectrum is None
+
+    @property
+    def level_dbfs(self) -> float:
+        """RMS level of the fill relative to full scale (-inf for digital silence)."""
+        power = self.dc ** 2 + self.ac_power
+        return 10 * math.log10(power) if power > 0 and not self.digital_silence else -math.inf
+
+    def make(self, num_samples: int, rng: np.random.Generator) -> np.ndarray:
+        """A gap of ``num_samples``: zeros, or noise with this spectrum, power and DC (float32)."""
+        if self.digital_silence or num_samples == 0:
+            return np.zeros(num_samples, dtype=np.float32)
+        white = rng.standard_normal(num_samples)
+        spectrum = np.fft.rfft(white)                                   # (num_samples // 2 + 1,)
+        # the estimate's bins are on a coarser grid: interpolate the power to this FFT's bins
+        grid = np.linspace(0.0, 0.5, len(self.power_spectrum))
+        gain = np.sqrt(np.interp(np.fft.rfftfreq(num_samples), grid, self.power_spectrum))
+        noise = np.fft.irfft(spectrum * gain, n=num_samples)
+        power = float(np.mean(noise ** 2))
+        if power > 0:
+            noise *= math.sqrt(self.ac_power / power)
+        return (noise + self.dc).astype(np.float32)
+
+
+def _frame_power(wave: np.ndarray, frame: int, hop: int) -> np.ndarray:
+    """Mean square of each ``frame``-sample window every ``hop`` samples (snip edges), O(N)."""
+    n = 1 + (len(wave) - frame) // hop if len(wave) >= frame else 0
+    if n == 0:
+        return np.zeros(0)
+    cum = np.concatenate([[0.0], np.cumsum(wave.astype(np.float64) ** 2)])
+    starts = np.arange(n) * hop
+    return (cum[starts + frame] - cum[starts]) / frame
+
+
+def _moving_mean(values: np.ndarray, width: int) -> np.ndarray:
+    """Centred mean over ``width`` values (fewer at the ends, where fewer exist); same length."""
+    cum = np.concatenate([[0.0], np.cumsum(values)])
+    i = np.arange(len(values))
+    lo, hi = np.maximum(i - width // 2, 0), np.minimum(i + width // 2 + 1, len(values))
+    return (cum[hi] - cum[lo]) / (hi - lo)
+
+
+def estimate_background(parts: Sequence[np.ndarray], sample_rate: int) -> JoinFill:
+    """The background of ``parts`` (1-D float waves): digital silence or its noise floor.
+
+    See the module docstring. Parts shorter than one frame contribute nothing; if no part
+    holds a whole frame the background is digital silence (there is nothing to match).
+    """
+    frame, hop = int(round(FRAME_S * sample_rate)), int(round(HOP_S * sample_rate))
+    powers = [_frame_power(np.asarray(p).reshape(-1), frame, hop) for p in parts]
+    # (part index, frame index) of every frame, to cut the quiet ones out again
+    owner = np.concatenate([np.full(len(pw), i) for i, pw in enumerate(powers)]) if powers else np.zeros(0)
+    index = np.concatenate([np.arange(len(pw)) for pw in powers]) if powers else np.zeros(0)
+    power = np.concatenate(powers) if powers else np.zeros(0)
+    # (1 + 1e-9): a frame of +-1 steps only must not miss by the rounding of the cumulative sum
+    if len(power) == 0 or np.count_nonzero(power <= ONE_LSB ** 2 * (1 + 1e-9)) >= DIGITAL_SILENCE_MIN_FRAMES:
+        return JoinFill()
+    n_quiet = min(len(power), max(MIN_QUIET_FRAMES, int(math.ceil(QUIET_FRACTION * len(power)))))
+    # Rank frames by the power of their neighbourhood, not their own: the frames of a pause are
+    # picked whole, where ranking single frames picks those whose noise happened to dip (a few
+    # dB under the floor for hum or rumble).
+    smoothed = np.concatenate([_moving_mean(pw, SMOOTH_FRAMES) for pw in powers])
+    quiet = np.argsort(smoothed, kind="stable")[:n_quiet]
+    frames = np.stack([np.asarray(parts[owner[q]], dtype=np.float64).reshape(-1)[index[q] * hop:
+                                                                                index[q] * hop + frame]
+                       for q in quiet])                                   # (n_quiet, frame)
+    dc = float(frames.mean())
+    frames -= dc
+    ac_power = float(np.mean(frames ** 2))
+    n_fft = 1 << (frame - 1).bit_length()
+    spectra = np.abs(np.fft.rfft(frames * np.hanning(frame), n=n_fft, axis=1)) ** 2   # (n_quiet, n_fft // 2 + 1)
+    return JoinFill(dc=dc, ac_power=ac_power, power_spectrum=spectra.mean(axis=0))
+
+
+def _recording_rng(seed: int, uid: str) -> np.random.Generator:
+    """The join noise of one recording: from the seed and its id, not its position in the set."""
+    digest = int.from_bytes(hashlib.sha256(uid.encode("utf-8")).digest()[:8], "little")
+    return np.random.default_rng([seed, digest])
 
 
 def target_label(target: float | str) -> str:
@@ -204,10 +348,14 @@ def build_longform(utterances: Sequence[Utterance], durations: Sequence, out_dir
     (``manifest_path``, default ``<out_dir>/longform.jsonl``; audio paths stored relative to it) and ``<out_dir>/sources.json``
     (id -> source utterance ids). Ids are ``lf<target>_<group>_<k>``, k counting from 0 per
     (target, group). ``group_key``: None (the ``speaker`` field), a field name, or a callable
-    ``Utterance -> str | None``. Returns the new utterances (targets in the given order, each in
-    manifest order) and a `LongformReport`.
+    ``Utterance -> str | None``. ``gap_s`` seconds between parts hold the parts' background
+    (digital silence or their noise floor, see the module docstring); ``seed`` seeds that noise
+    and the ``max_per_duration`` shuffle. Returns the new utterances (targets in the given order,
+    each in manifest order) and a `LongformReport`.
     """
     targets = _check_targets(durations)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise LongformError(f"seed must be an integer >= 0, got {seed!r}")
     if not 0 <= tolerance < 1:
         raise LongformError(f"tolerance is relative and must be in [0, 1), got {tolerance}")
     if gap_s < 0:
@@ -264,18 +412,28 @@ def build_longform(utterances: Sequence[Utterance], durations: Sequence, out_dir
 
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    gap = np.zeros(int(round(gap_s * sample_rate)), dtype=np.float32)
+    gap_samples = int(round(gap_s * sample_rate))
     result: list[Utterance] = []
     sources: dict[str, list[str]] = {}
     for n, (label, g, k, parts) in enumerate(plans):
         uid = f"lf{label}_{g}_{k}"
-        pieces = []
-        for p_i, u in enumerate(parts):
-            if p_i:
-                pieces.append(gap)
-            wave = load_audio(u.audio_filepath, offset=u.offset, duration=u.duration,
-                              sample_rate=sample_rate, source=u.source)
-            pieces.append(np.asarray(wave, dtype=np.float32).reshape(-1))
+        waves = [np.asarray(load_audio(u.audio_filepath, offset=u.offset, duration=u.duration,
+                                       sample_rate=sample_rate, source=u.source),
+                            dtype=np.float32).reshape(-1) for u in parts]
+        pieces = [waves[0]]
+        if len(waves) > 1 and gap_samples > 0:
+            fill = estimate_background(waves, sample_rate)
+            rng = _recording_rng(seed, uid)
+            if fill.digital_silence:
+                report.silent_joins[label] = report.silent_joins.get(label, 0) + 1
+            else:
+                report.noise_joins[label] = report.noise_joins.get(label, 0) + 1
+                lo, hi = report.floor_dbfs.get(label, (math.inf, -math.inf))
+                report.floor_dbfs[label] = (min(lo, fill.level_dbfs), max(hi, fill.level_dbfs))
+            for w in waves[1:]:
+                pieces += [fill.make(gap_samples, rng), w]
+        else:
+            pieces += waves[1:]
         wave = np.concatenate(pieces)                  # (samples,) parts and gaps in order
         path = out_dir / f"{uid}.flac"
         _write_flac(path, wave, sample_rate)

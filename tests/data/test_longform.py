@@ -1,12 +1,17 @@
-"""Long-form builder: tolerance, order, exact audio, no speaker mixing, determinism, full mode."""
+"""Long-form builder: tolerance, order, exact audio, no speaker mixing, determinism, full mode,
+joins filled with the sources' background (digital silence or their noise floor)."""
 
 import json
 
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 
-from asr_pe.data.longform import LongformError, build_longform, plan_windows
+from asr_pe.data.audio import load_audio
+from asr_pe.data.features import FbankExtractor
+from asr_pe.data.longform import (DIGITAL_SILENCE_MIN_FRAMES, LongformError, _write_flac, build_longform,
+                                  estimate_background, plan_windows)
 from asr_pe.data.manifest import Utterance, read_manifest, write_manifest
 
 SR = 16000
@@ -76,11 +81,14 @@ def test_recordings_meet_targets_and_join_transcripts_in_order(tmp_path, corpus)
         assert len(used) == len(set(used))
 
 
-def test_audio_is_parts_and_silent_gaps(tmp_path, corpus):
-    out, _ = build_longform(corpus, [6], tmp_path / "lf", gap_s=GAP)
+def test_audio_is_parts_and_background_gaps(tmp_path, corpus):
+    # each part of this corpus is a constant (pure DC, no noise): the quietest part's constant is
+    # the background, so every gap holds exactly that level and the parts are copied untouched
+    out, report = build_longform(corpus, [6], tmp_path / "lf", gap_s=GAP)
     sources = json.loads((tmp_path / "lf" / "sources.json").read_text())
     by_id = {u.id: u for u in corpus}
     gap = int(GAP * SR)
+    assert report.noise_joins["6"] == len(out) and report.silent_joins.get("6", 0) == 0
     for u in out:
         parts = [by_id[s] for s in sources[u.id]]
         n_parts = [frames(p.audio_filepath) for p in parts]
@@ -88,10 +96,11 @@ def test_audio_is_parts_and_silent_gaps(tmp_path, corpus):
         assert sr == SR and sf.info(u.audio_filepath).format == "FLAC"
         assert len(wave) == sum(n_parts) + gap * (len(parts) - 1)
         assert u.duration == pytest.approx(len(wave) / SR)
+        quietest = min((int(p.id[1:]) + 1) / 64.0 for p in parts)
         pos = 0
         for k, (p, n) in enumerate(zip(parts, n_parts)):
             if k:
-                assert np.all(wave[pos:pos + gap] == 0)
+                np.testing.assert_array_equal(wave[pos:pos + gap], np.float32(quietest))
                 pos += gap
             level = (int(p.id[1:]) + 1) / 64.0
             np.testing.assert_allclose(wave[pos:pos + n], level, atol=1 / 32768)
@@ -214,3 +223,233 @@ def test_make_longform_script(tmp_path, corpus, capsys):
     assert str(src) in err and "allow_mixed_speakers" in err
     with pytest.raises(SystemExit, match="bad argument"):
         mod.main([f"input={src}", f"out={out}"])
+
+
+# ----------------------------------------------------------------- joins: the sources' background
+
+def room_noise(num_samples, rng, level_dbfs):
+    """A microphone's background: noise falling 3 dB per octave above 100 Hz plus 50 Hz hum, at
+    ``level_dbfs`` RMS (LibriVox and TED recordings sit around -70 to -50 dBFS)."""
+    spectrum = np.fft.rfft(rng.standard_normal(num_samples))
+    freqs = np.fft.rfftfreq(num_samples, 1 / SR)
+    spectrum[0] = 0.0
+    spectrum[1:] /= np.sqrt(np.maximum(freqs[1:], 100.0) / 100.0)
+    noise = np.fft.irfft(spectrum, num_samples)
+    noise += 0.3 * noise.std() * np.sin(2 * np.pi * 50 * np.arange(num_samples) / SR)
+    return noise * 10 ** (level_dbfs / 20) / np.sqrt(np.mean(noise ** 2))
+
+
+def speech_like(seconds, rng, level_dbfs):
+    """Words (harmonic bursts, some with a fricative) over ``room_noise``, with pauses between
+    them and 0.1-0.3 s of background at the start and 0.15 s or more at the end."""
+    n = int(seconds * SR)
+    wave = room_noise(n, rng, level_dbfs)
+    pos = int(rng.uniform(0.1, 0.3) * SR)
+    while True:
+        m = int(rng.uniform(0.15, 0.4) * SR)
+        if pos + m > n - int(0.15 * SR):
+            break
+        t = np.arange(m) / SR
+        f0 = rng.uniform(100, 220)
+        word = sum(np.sin(2 * np.pi * k * f0 * t + rng.uniform(0, 2 * np.pi)) / k
+                   for k in range(1, 40) if k * f0 < 7000)
+        word *= 10 ** (rng.uniform(-14, -8) / 20) / np.abs(word).max()
+        if rng.random() < 0.4:
+            hiss = np.fft.rfft(rng.standard_normal(m))
+            hiss[np.fft.rfftfreq(m, 1 / SR) < 3000] = 0.0
+            word += 0.05 * np.fft.irfft(hiss, m)
+        wave[pos:pos + m] += word * np.hanning(m)
+        pos += m + int(rng.uniform(0.03, 0.25) * SR)
+    return wave.astype(np.float32)
+
+
+def librispeech_chapter(root, rng, levels_dbfs, seconds=(2.0, 4.0)):
+    """One LibriSpeech-style chapter: ``<spk>-<chapter>-<utt>.flac`` (16-bit FLAC, 16 kHz)."""
+    chapter = root / "LibriSpeech" / "test-clean" / "1089" / "134686"
+    chapter.mkdir(parents=True)
+    utts = []
+    for i, level in enumerate(levels_dbfs):
+        path = chapter / f"1089-134686-{i:04d}.flac"
+        wave = speech_like(rng.uniform(*seconds), rng, level)
+        sf.write(path, wave, SR, format="FLAC", subtype="PCM_16")
+        utts.append(Utterance(id=path.stem, audio_filepath=str(path), duration=len(wave) / SR,
+                              text=f"words {i}", speaker="1089-134686"))
+    return utts
+
+
+def tedlium_talk(root, rng, levels_dbfs, seconds=(2.0, 4.0)):
+    """One TED-LIUM-style talk: a NIST SPHERE file, utterances are (offset, duration) segments of it
+    with background between them (as the STM cuts them)."""
+    (root / "sph").mkdir(parents=True)
+    path = root / "sph" / "JaneDoe_2012.sph"
+    pieces, utts, pos = [], [], 0
+    for i, level in enumerate(levels_dbfs):
+        between = room_noise(int(0.4 * SR), rng, level).astype(np.float32)
+        seg = speech_like(rng.uniform(*seconds), rng, level)
+        pieces += [between, seg]
+        pos += len(between)
+        utts.append(Utterance(id=f"JaneDoe_2012-{i:03d}", audio_filepath=str(path), offset=pos / SR,
+                              duration=len(seg) / SR, text=f"words {i}", speaker="JaneDoe_2012"))
+        pos += len(seg)
+    sf.write(path, np.concatenate(pieces), SR, format="NIST", subtype="PCM_16")
+    return utts
+
+
+def gap_ranges(part_lengths, gap):
+    """[start, stop) sample ranges of the gaps in a recording of parts of ``part_lengths``."""
+    ranges, pos = [], 0
+    for k, n in enumerate(part_lengths):
+        if k:
+            ranges.append((pos, pos + gap))
+            pos += gap
+        pos += n
+    return ranges
+
+
+@pytest.mark.parametrize("layout", [librispeech_chapter, tedlium_talk], ids=["librispeech-flac", "tedlium-sph"])
+@pytest.mark.parametrize("levels", [[-60] * 6, [-68, -55, -62, -70, -50, -58]], ids=["one-floor", "varied-floors"])
+def test_join_features_stay_in_the_range_of_the_sources(tmp_path, layout, levels):
+    rng = np.random.default_rng(-sum(levels))
+    utts = layout(tmp_path / "corpus", rng, levels)
+    out, report = build_longform(utts, ["full"], tmp_path / "lf", gap_s=GAP)
+    assert len(out) == 1 and report.noise_joins["full"] == 1 and report.silent_joins.get("full", 0) == 0
+    lo, hi = report.floor_dbfs["full"]
+    assert min(levels) - 4 <= lo == hi <= min(levels) + 1      # the quietest source's floor, a little under
+    fbank = FbankExtractor()                                      # the recipes' features, dither off
+    parts = [load_audio(u.audio_filepath, offset=u.offset, duration=u.duration) for u in utts]
+    source = torch.cat([fbank(p) for p in parts]).numpy()        # (frames of all parts, 80)
+    wave, _ = sf.read(out[0].audio_filepath, dtype="float32")
+    joined = fbank(torch.from_numpy(wave)).numpy()
+    ranges = gap_ranges([len(p) for p in parts], int(GAP * SR))
+    in_gap = [i for i in range(len(joined))
+              if any(a <= i * fbank.window_shift and i * fbank.window_shift + fbank.window_size <= b
+                     for a, b in ranges)]
+    gap_feats = joined[in_gap]                                    # (frames wholly inside a join, 80)
+    assert 47 * len(ranges) <= len(gap_feats) <= 48 * len(ranges)  # 0.5 s holds 47-48 whole frames
+
+    # what zero joins gave: every value at the floor (log of float eps), far under all the sources
+    floor = fbank(torch.zeros(int(GAP * SR))).numpy()
+    assert np.all(floor == floor.flat[0]) and floor.flat[0] < source.min() - 5
+    # the joins now: no value near the floor ...
+    assert gap_feats.min() > floor.flat[0] + 10
+    # ... every frame's mean log-mel between the quietest source frame's (less 0.5) and the median ...
+    source_means, gap_means = source.mean(axis=1), gap_feats.mean(axis=1)
+    assert gap_means.min() >= source_means.min() - 0.5
+    assert gap_means.max() <= np.median(source_means)
+    # ... and coloured like the sources' pauses: in every mel bin the joins' median is within 1.5
+    # (natural log, 6.5 dB) of the median of the sources' quietest 10 % of frames (white noise of
+    # the same power misses by 2.5 or more in some bin on these recordings)
+    quiet = source[np.argsort(source_means)[:len(source) // 10]]
+    assert np.abs(np.median(gap_feats, axis=0) - np.median(quiet, axis=0)).max() < 1.5
+
+
+def test_fill_follows_the_background_spectrum_and_level():
+    # background: noise low-passed at 2 kHz, -55 dBFS; speech-like bursts above it
+    rng = np.random.default_rng(3)
+    parts = []
+    for _ in range(3):
+        n = 3 * SR
+        spectrum = np.fft.rfft(rng.standard_normal(n))
+        spectrum[np.fft.rfftfreq(n, 1 / SR) > 2000] = 0.0
+        noise = np.fft.irfft(spectrum, n)
+        wave = noise * 10 ** (-55 / 20) / np.sqrt(np.mean(noise ** 2))
+        wave[SR // 2:SR // 2 + SR] += 0.1 * np.sin(2 * np.pi * 440 * np.arange(SR) / SR)
+        parts.append(wave.astype(np.float32))
+    fill = estimate_background(parts, SR)
+    # the quietest frames of stationary noise sit a little under its mean power: about 1 dB
+    assert not fill.digital_silence and -56.5 < fill.level_dbfs < -55
+    gap = fill.make(SR, np.random.default_rng(0)).astype(np.float64)
+    assert 10 * np.log10(np.mean(gap ** 2)) == pytest.approx(fill.level_dbfs, abs=1e-3)
+    power = np.abs(np.fft.rfft(gap)) ** 2
+    freqs = np.fft.rfftfreq(len(gap), 1 / SR)
+    assert power[freqs > 2500].sum() < 1e-3 * power[freqs < 2000].sum()   # coloured like the floor
+
+
+def synth_like_parts(rng, count, residue):
+    """Tone bursts separated by digital silence (zeros, or +-1 LSB rounding residue when
+    ``residue``), like the embedded synthetic corpus' audio."""
+    parts = []
+    for _ in range(count):
+        bursts = []
+        for _ in range(3):
+            m = int(rng.uniform(0.3, 0.6) * SR)
+            bursts.append(0.2 * np.sin(2 * np.pi * rng.uniform(150, 300) * np.arange(m) / SR) * np.hanning(m))
+            pause = np.zeros(int(rng.uniform(0.06, 0.12) * SR))
+            if residue:
+                pause = rng.integers(-1, 2, size=len(pause)) / 32768
+            bursts.append(pause)
+        parts.append(np.round(np.concatenate(bursts) * 32768).astype(np.float32) / 32768)
+    return parts
+
+
+@pytest.mark.parametrize("residue", [False, True], ids=["zeros", "one-lsb-residue"])
+def test_digital_silence_background_gives_the_zero_joins_byte_for_byte(tmp_path, residue):
+    rng = np.random.default_rng(5)
+    parts = synth_like_parts(rng, 4, residue)
+    assert estimate_background(parts, SR).digital_silence
+    utts = []
+    for i, wave in enumerate(parts):
+        sf.write(tmp_path / f"s{i}.flac", wave, SR, format="FLAC", subtype="PCM_16")
+        utts.append(Utterance(id=f"s{i}", audio_filepath=str(tmp_path / f"s{i}.flac"),
+                              duration=len(wave) / SR, text=f"t{i}", speaker="spk00"))
+    out, report = build_longform(utts, ["full"], tmp_path / "lf", gap_s=GAP)
+    assert report.silent_joins == {"full": 1} and report.noise_joins == {}
+    zeros = np.zeros(int(GAP * SR), np.float32)
+    expected = np.concatenate([parts[0]] + [x for p in parts[1:] for x in (zeros, p)])   # part, 0s, part, ...
+    _write_flac(tmp_path / "expected.flac", expected, SR)
+    assert (tmp_path / "lf" / f"{out[0].id}.flac").read_bytes() == (tmp_path / "expected.flac").read_bytes()
+
+
+def test_a_short_dropout_does_not_make_the_background_digital_silence():
+    rng = np.random.default_rng(6)
+    parts = [speech_like(3.0, rng, -62) for _ in range(3)]
+    frame, hop = int(0.025 * SR), int(0.010 * SR)
+    # zeros covering DIGITAL_SILENCE_MIN_FRAMES - 1 whole frames: a dropout, not a silent background
+    parts[1][:frame + hop * (DIGITAL_SILENCE_MIN_FRAMES - 2)] = 0.0
+    fill = estimate_background(parts, SR)
+    assert not fill.digital_silence and -67 < fill.level_dbfs < -61
+    parts[1][:frame + hop * (DIGITAL_SILENCE_MIN_FRAMES - 1)] = 0.0       # one frame more: silent
+    assert estimate_background(parts, SR).digital_silence
+
+
+def test_parts_shorter_than_the_smoothing_window():
+    # 3 frames, 1 frame and less than one frame: ranked and cut out like any other
+    rng = np.random.default_rng(8)
+    parts = [room_noise(n, rng, -60).astype(np.float32) for n in (720, 400, 200)]
+    fill = estimate_background(parts, SR)
+    assert not fill.digital_silence and -63 < fill.level_dbfs < -57
+    assert estimate_background([parts[2]], SR).digital_silence       # no whole frame: nothing to match
+
+
+def test_join_noise_is_seeded_per_recording(tmp_path):
+    rng = np.random.default_rng(7)
+    utts = librispeech_chapter(tmp_path / "corpus", rng, [-60] * 6, seconds=(1.5, 2.0))
+    samples = {u.id: int(round(u.duration * SR)) for u in utts}
+    gap = int(GAP * SR)
+
+    def build(name, durations, seed):
+        """{id: (wave, [(start, stop) of each gap])}"""
+        out, _ = build_longform(utts, durations, tmp_path / name, gap_s=GAP, seed=seed)
+        sources = json.loads((tmp_path / name / "sources.json").read_text())
+        return {u.id: (sf.read(u.audio_filepath, dtype="float32")[0],
+                       gap_ranges([samples[s] for s in sources[u.id]], gap)) for u in out}
+
+    a, b, other_seed = build("a", [4], 0), build("b", ["full", 4], 0), build("c", [4], 1)
+    assert a.keys() == other_seed.keys() and set(a) < set(b) and len(a) >= 2
+    for uid, (wave, gaps) in a.items():
+        assert gaps
+        np.testing.assert_array_equal(wave, b[uid][0])            # the same whatever else is built
+        other = other_seed[uid][0]
+        in_gap = np.zeros(len(wave), bool)
+        for start, stop in gaps:
+            in_gap[start:stop] = True
+            assert not np.array_equal(wave[start:stop], other[start:stop])   # another seed, other noise
+        np.testing.assert_array_equal(wave[~in_gap], other[~in_gap])        # the parts are untouched
+    full, gaps = b["lffull_1089-134686_0"]
+    (s1, e1), (s2, e2) = gaps[:2]
+    assert np.std(full[s1:e1]) > 0 and not np.array_equal(full[s1:e1], full[s2:e2])  # fresh noise per join
+
+
+def test_bad_seed(tmp_path, corpus):
+    with pytest.raises(LongformError, match="seed must be an integer >= 0"):
+        build_longform(corpus, [3], tmp_path / "lf", seed=-1)

@@ -3,6 +3,9 @@
 import json
 from pathlib import Path
 
+import numpy as np
+import soundfile as sf
+
 from asr_pe.data.manifest import read_manifest
 from asr_pe.data.synth import prepare_synth
 
@@ -23,6 +26,17 @@ def test_synth_longform_from_test_split(tiny_synth_root):
         assert rec.text == " ".join(p.text for p in parts)
         assert abs(rec.duration - (sum(p.duration for p in parts) + 0.5 * (len(parts) - 1))) < 0.05
         assert 8 * 0.85 <= rec.duration <= 8 * 1.15
+        # the synthetic audio's pauses are digital silence, so its joins stay exact zeros (the
+        # long-form sets of the study are byte-identical to those built before joins took the
+        # sources' background)
+        wave, rate = sf.read(rec.audio_filepath, dtype="int16")
+        pos = 0
+        for k, p in enumerate(parts):
+            if k:
+                assert not np.any(wave[pos:pos + rate // 2]), f"{rec.id}: join {k} is not digital silence"
+                pos += rate // 2
+            pos += int(round(p.duration * rate))
+        assert pos == len(wave)
     # cached: a second call returns the same manifest without rebuilding
     again = prepare_synth(root=tiny_synth_root, progress=False, longform={"durations": [8], "gap_s": 0.5},
                           **TINY_SYNTH)
