@@ -12,7 +12,10 @@ from asr_pe.data.manifest import ManifestError
 from asr_pe.data.tokenizer import TokenizerError
 from asr_pe.models.positional import UnknownPEError
 
-USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError)
+from .slurm import SlurmLayoutError
+
+USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError,
+               SlurmLayoutError)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config
 
 from .data import ASRDataModule, prepare_run_data
+from .slurm import check_slurm_layout, requeue_resume, slurm_plugins
 from .run_dir import (
     check_resume_compatible,
     data_key,
@@ -72,7 +73,7 @@ def train(cfg: DictConfig) -> Path:
     """Train one model as configured; returns its run directory."""
     run_dir = resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    resume = cfg.get("resume", False)
+    resume = requeue_resume(cfg.get("resume", False))  # a requeued SLURM job continues its run
     ckpt = last_checkpoint(run_dir)
     if resume == "auto" and eval_done(run_dir):
         log.info("run %s is finished (evaluation files exist); skipping", run_dir)
@@ -95,7 +96,9 @@ def train(cfg: DictConfig) -> Path:
         callbacks=_callbacks(cfg, run_dir),
         logger=loggers,
         use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
+        plugins=slurm_plugins(),  # under SLURM: its ranks, with submitit (not Lightning) requeuing
     )
+    check_slurm_layout(trainer.num_devices, trainer.num_nodes)
     zero = trainer.is_global_zero
     if zero:
         print(f"[asr_pe] run directory: {run_dir}")
