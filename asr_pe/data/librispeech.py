@@ -139,25 +139,58 @@ def download_librispeech(
     *,
     data_dir: str | os.PathLike | None = None,
     verify: bool = True,
+    checksums: str | os.PathLike | None = None,
     **download_kwargs,
 ) -> list[Path]:
     """Fetch the archives of ``parts`` into ``root`` (resumable, checksum-verified); return their paths.
 
     ``data_dir``: a folder that already holds some archives under their official names
     (downloaded elsewhere); those are linked into ``root`` and verified instead of downloaded.
+    ``checksums``: a checksum list in ``md5sum``/``sha256sum`` format (OpenSLR's ``md5sum.txt``),
+    a path or a URL, whose digests replace the built-in ones (a local mirror, test archives).
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
+    listed = read_checksum_list(checksums, root) if checksums is not None and verify else None
     paths = []
     for part in _check_parts(parts):
         arch = LIBRISPEECH_ARCHIVES[part]
         dest = root / arch.filename
-        sums = {"md5": arch.md5, "sha256": arch.sha256} if verify else {}
+        if listed is not None:
+            if arch.filename not in listed:
+                raise LibriSpeechError(f"{checksums}: no checksum for {arch.filename}")
+            sums = listed[arch.filename]
+        else:
+            sums = {"md5": arch.md5, "sha256": arch.sha256} if verify else {}
         if data_dir is not None and (Path(data_dir) / arch.filename).is_file():
             link_or_copy(Path(data_dir) / arch.filename, dest)
             log.info("using pre-downloaded %s", Path(data_dir) / arch.filename)
         paths.append(download(f"{_base_url(mirror)}/{arch.filename}", dest, **sums, **download_kwargs))
     return paths
+
+
+def read_checksum_list(source: str | os.PathLike, workdir: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """``{filename: {"md5" | "sha256": hex}}`` from ``md5sum``/``sha256sum`` output (a path or URL).
+
+    Lines are ``<hex digest>  <file name>`` (a ``*`` before the name marks binary mode); the
+    digest length tells the algorithm (32: md5, 64: sha256). A URL is fetched into ``workdir``.
+    """
+    text_path = Path(source)
+    if "://" in str(source):
+        text_path = Path(workdir) / ("." + Path(str(source).split("?")[0]).name + ".checksums")
+        text_path.unlink(missing_ok=True)  # always the mirror's current list
+        download(str(source), text_path)
+    out: dict[str, dict[str, str]] = {}
+    with open(text_path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            m = re.fullmatch(r"([0-9a-fA-F]{32}|[0-9a-fA-F]{64}) [ *](\S.*)", line.rstrip("\n"))
+            if m is None:
+                raise LibriSpeechError(f"{source}:{n}: not a '<md5 or sha256>  <file>' line: {line.strip()[:80]!r}")
+            algorithm = "md5" if len(m.group(1)) == 32 else "sha256"
+            out.setdefault(Path(m.group(2).strip()).name, {})[algorithm] = m.group(1).lower()
+    return out
 
 
 def extract_librispeech(root: str | os.PathLike, parts: Iterable[str]) -> Path:
@@ -374,6 +407,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--mirror", default="openslr", help=f"{list(LIBRISPEECH_MIRRORS)} or a base URL")
     d.add_argument("--data_dir", default=None, help="folder with pre-downloaded archives")
     d.add_argument("--no_verify", action="store_true", help="skip checksum verification")
+    d.add_argument("--checksums", default=None,
+                   help="md5sum/sha256sum list (path or URL) replacing the built-in digests, e.g. a mirror's md5sum.txt")
     e = sub.add_parser("extract", help="extract archives (idempotent)")
     e.add_argument("--root", required=True)
     e.add_argument("--parts", nargs="+", required=True, choices=LIBRISPEECH_PARTS)
@@ -387,7 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "download":
-            download_librispeech(args.root, args.parts, args.mirror, data_dir=args.data_dir, verify=not args.no_verify)
+            download_librispeech(args.root, args.parts, args.mirror, data_dir=args.data_dir,
+                                 verify=not args.no_verify, checksums=args.checksums)
         elif args.command == "extract":
             extract_librispeech(args.root, args.parts)
         else:

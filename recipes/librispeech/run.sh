@@ -21,7 +21,8 @@ work_dir=exp/librispeech           # archives/, LibriSpeech/, manifests/, runs/,
 data_dir=""                        # folder with pre-downloaded <part>.tar.gz (stage 0 links them)
 corpus_dir=""                      # an extracted tree holding LibriSpeech/: stages 0-1 are skipped
 mirror=openslr                     # openslr | us | eu | cn | any base URL (http, https, file://)
-verify=true                        # false: skip checksum verification (fixture archives)
+verify=true                        # false: skip checksum verification
+checksums=""                       # md5sum/sha256sum list (path or URL) replacing the built-in digests
 train_parts="train-clean-100 train-clean-360 train-other-500"
 dev_parts="dev-clean dev-other"
 test_parts="test-clean test-other"
@@ -43,7 +44,7 @@ while [ $# -gt 0 ]; do
   esac
   name="${name#--}"; name="${name//-/_}"
   case "$name" in
-    stage|stop_stage|work_dir|data_dir|corpus_dir|mirror|verify|train_parts|dev_parts|test_parts|\
+    stage|stop_stage|work_dir|data_dir|corpus_dir|mirror|verify|checksums|train_parts|dev_parts|test_parts|\
     longform_durations|pes|experiment|extra|eval_extra) printf -v "$name" '%s' "$value" ;;
     *) echo "$0: unknown option --$name" >&2; usage >&2; exit 1 ;;
   esac
@@ -84,6 +85,7 @@ if run_stage 0; then
       args=(download --root "$archive_dir" --parts "$part" --mirror "$mirror")
       [ -n "$data_dir" ] && args+=(--data_dir "$data_dir")
       [ "$verify" = true ] || args+=(--no_verify)
+      [ -n "$checksums" ] && args+=(--checksums "$checksums")
       "$PYTHON" -m asr_pe.data.librispeech "${args[@]}"
       touch "$done_marker"
     done

@@ -199,25 +199,84 @@ def _assert_runs_evaluated_and_plotted(work: Path, pes: list[str], sets: list[st
             "wer_vs_length.png", "wer_vs_length.csv", "wer_vs_length.md"}, s
 
 
-def test_librispeech_stages_0_to_6_for_real_on_a_fixture_corpus(build, tmp_path):
-    """Every stage with the real Python: download (pre-downloaded archives), extract, prepare,
-    long-form, train two PEs, evaluate short + long-form, plot; then a re-run does no work."""
+# The top-level files every official LibriSpeech archive holds beside LibriSpeech/<part>/
+# (https://www.openslr.org/12: BOOKS.TXT, CHAPTERS.TXT, LICENSE.TXT, README.TXT, SPEAKERS.TXT;
+# ';'-comment headers and '|'-separated columns, as in the release).
+LIBRISPEECH_TOP_FILES = {
+    "SPEAKERS.TXT": "; Some speaker IDs are not in use\n;ID  |SEX| SUBSET           |MINUTES| NAME\n"
+                    "84   | F | dev-clean        |  8.02 | Christie Nowak\n"
+                    "174  | M | dev-clean        |  8.04 | Peter Eastman\n"
+                    "1089 | M | test-clean       |  8.01 | Mr. Worldwide\n",
+    "CHAPTERS.TXT": ";ID    |READER|MINUTES| SUBSET           | PROJ.|BOOK ID| CH. TITLE | PROJECT TITLE\n"
+                    "121123|    84| 16.28| dev-clean        | 10020|   158 | Chapter 1 | Emma\n",
+    "BOOKS.TXT": ";ID    |BOOK TITLE\n158   | Emma\n",
+    "LICENSE.TXT": "Creative Commons Attribution 4.0 International License\n",
+    "README.TXT": "LibriSpeech ASR corpus\n",
+}
+
+
+def _official_librispeech_archive(tree: Path, part: str, out: Path) -> bytes:
+    import tarfile
+
+    for name, text in LIBRISPEECH_TOP_FILES.items():
+        (tree / "LibriSpeech" / name).write_text(text)
+    with tarfile.open(out, "w:gz") as tar:
+        for name in LIBRISPEECH_TOP_FILES:
+            tar.add(tree / "LibriSpeech" / name, arcname=f"LibriSpeech/{name}")
+        tar.add(tree / "LibriSpeech" / part, arcname=f"LibriSpeech/{part}")
+    return out.read_bytes()
+
+
+def _mtimes(root: Path, patterns: tuple[str, ...]) -> dict[str, float]:
+    return {str(p): p.stat().st_mtime_ns for pat in patterns for p in root.rglob(pat)}
+
+
+@pytest.mark.slow
+def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(build, tmp_path, http_server):
+    """Every stage with the real Python: stage 0 downloads the official-layout archives from a
+    local HTTP mirror and verifies them against the mirror's md5sum.txt, then extract, prepare,
+    long-form, train two PEs, evaluate short + long-form, plot; a second call redoes nothing."""
+    import hashlib
+
     build.make_librispeech_tree(tmp_path / "src", seconds_per_char=0.06)
-    build.make_librispeech_archives(tmp_path / "src", tmp_path / "dl")
+    sums = []
+    for part in ("dev-clean", "test-clean"):
+        body = _official_librispeech_archive(tmp_path / "src", part, tmp_path / f"{part}.tar.gz")
+        http_server.files[f"/resources/12/{part}.tar.gz"] = body
+        sums.append(f"{hashlib.md5(body).hexdigest()}  {part}.tar.gz\n")
+    http_server.files["/resources/12/md5sum.txt"] = "".join(sums).encode()
     work = tmp_path / "work"
-    args = ["--work_dir", str(work), "--data_dir", str(tmp_path / "dl"), "--verify", "false",
+    args = ["--work_dir", str(work), "--mirror", http_server.url("/resources/12"),
+            "--checksums", http_server.url("/resources/12/md5sum.txt"),
             "--train_parts", "dev-clean", "--dev_parts", "dev-clean", "--test_parts", "test-clean",
             "--longform_durations", "[6]", "--pes", "none rope", "--extra", TINY_RECIPE]
     out = run(LIBRI, *args, timeout=900)
     assert "stages 0..6 done" in out.stdout
+    fetched = [path for path, _ in http_server.requests if path.endswith(".tar.gz")]
+    assert sorted(fetched) == ["/resources/12/dev-clean.tar.gz", "/resources/12/test-clean.tar.gz"]
+    assert "verifying md5" in out.stderr
     long_form = read_manifest(work / "manifests" / "test-clean_long.jsonl")
     assert long_form and all(u.duration > 5.0 for u in long_form)  # both test utterances joined
     _assert_runs_evaluated_and_plotted(work, ["none", "rope"], ["test-clean", "test-clean_long"])
     # stage 4 trained on the parts given to run.sh, not the config's 960 h default
     config = (work / "runs" / "none" / "config.yaml").read_text()
     assert "- dev-clean" in config and "train-clean-100" not in config
+
+    # A second call: nothing downloaded, extracted, prepared, trained or evaluated again.
+    kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
+    requests = len(http_server.requests)
     again = run(LIBRI, *args, timeout=300)
+    assert len(http_server.requests) == requests, "stage 0 downloaded again"
+    assert "already downloaded" in again.stdout
     assert "none: done" in again.stdout and "rope: all test sets evaluated" in again.stdout
+    assert _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted")) == kept
+
+    # a corrupt download is refused by the mirror's checksums, naming the archive
+    http_server.files["/resources/12/test-clean.tar.gz"] = b"not a tar file"
+    bad = run(LIBRI, "--stage", "0", "--stop_stage", "0", "--work_dir", str(tmp_path / "w2"),
+              "--mirror", http_server.url("/resources/12"), "--checksums", http_server.url("/resources/12/md5sum.txt"),
+              "--train_parts", "test-clean", "--dev_parts", "test-clean", "--test_parts", "test-clean", check=False)
+    assert bad.returncode == 1 and "test-clean.tar.gz" in bad.stderr and "checksum" in bad.stderr
 
 
 def test_tedlium_stages_2_to_6_for_real_on_a_fixture_corpus(build, tmp_path):
