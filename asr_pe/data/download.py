@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import inspect
 import json
 import logging
 import os
 import shutil
 import socket
+import stat
 import tarfile
 import time
 import urllib.error
@@ -317,6 +319,68 @@ def _check_member(archive: Path, dest_root: Path, member: tarfile.TarInfo) -> No
         raise ExtractError(f"{archive}: member {name!r} is a device or fifo; refusing to extract")
 
 
+def extraction_filter_supported() -> bool:
+    """Whether this Python's tarfile has extraction filters (``extract(..., filter="data")``).
+
+    They came in 3.12 and were backported to 3.8.17, 3.9.17, 3.10.12 and 3.11.4; older patch
+    releases of the Python versions we support (>= 3.10) lack them.
+    """
+    try:
+        parameters = inspect.signature(tarfile.TarFile.extract).parameters
+    except (TypeError, ValueError):  # no introspectable signature: do not guess
+        return False
+    return hasattr(tarfile, "data_filter") and "filter" in parameters
+
+
+def _inside(root: str, path: str) -> bool:
+    return os.path.commonpath([root, path]) == root
+
+
+def _check_member_on_disk(archive: Path, dest_root: Path, member: tarfile.TarInfo) -> None:
+    """What the "data" filter checks, for Pythons without it; call right before extracting.
+
+    ``_check_member`` works on names only; this one resolves the links already on disk (a link
+    extracted earlier can make a later, harmless-looking name point elsewhere) and refuses the
+    special bits the filter would have dropped.
+    """
+    root = os.path.realpath(dest_root)
+    target = os.path.realpath(os.path.join(root, member.name))
+    if not _inside(root, target):
+        raise ExtractError(
+            f"{archive}: member {member.name!r} resolves to {target}, outside {dest_root}; refusing to extract"
+        )
+    if member.issym() or member.islnk():
+        base = os.path.join(root, os.path.dirname(member.name)) if member.issym() else root
+        link = os.path.realpath(os.path.join(base, member.linkname))
+        if not _inside(root, link):
+            raise ExtractError(
+                f"{archive}: link {member.name!r} -> {member.linkname!r} resolves to {link}, outside {dest_root}; "
+                "refusing to extract"
+            )
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        raise ExtractError(
+            f"{archive}: member {member.name!r} is a device, fifo or other special file; refusing to extract"
+        )
+    if member.mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX):
+        raise ExtractError(
+            f"{archive}: member {member.name!r} has mode {member.mode:o} (setuid/setgid/sticky bit); "
+            "refusing to extract"
+        )
+
+
+def _extract_member(
+    tar: tarfile.TarFile, archive: Path, dest_root: Path, member: tarfile.TarInfo, filtered: bool
+) -> None:
+    if filtered:
+        # "data" filter: a second, standard line of defence (no setuid bits, no devices).
+        tar.extract(member, dest_root, filter="data")
+        return
+    _check_member_on_disk(archive, dest_root, member)
+    # set_attrs=False: no owner, group or mode from the archive is applied (files get the usual
+    # 0666/0777 minus the umask), as the "data" filter does for ownership.
+    tar.extract(member, dest_root, set_attrs=False)
+
+
 def extract(archive: str | os.PathLike, dest_dir: str | os.PathLike) -> Path:
     """Extract a .tar.gz / .tgz / .tar into ``dest_dir`` once; return ``dest_dir``.
 
@@ -324,7 +388,9 @@ def extract(archive: str | os.PathLike, dest_dir: str | os.PathLike) -> Path:
     after the last member, so a re-run skips the work (also once the archive has been deleted to
     save space) and an interrupted run extracts again.
     Every member is checked before anything is written: absolute paths, ``..`` components and
-    links that leave ``dest_dir`` raise ExtractError naming the member.
+    links that leave ``dest_dir`` raise ExtractError naming the member. Extraction then uses
+    tarfile's "data" filter, or, on a Python without filters, the same checks by hand (links
+    resolved on disk, no special files, no setuid/setgid/sticky bits, no archive ownership).
     """
     archive, dest_dir = Path(archive), Path(dest_dir)
     marker = _marker_path(archive, dest_dir)
@@ -344,19 +410,24 @@ def extract(archive: str | os.PathLike, dest_dir: str | os.PathLike) -> Path:
             pass
         log.info("%s changed since it was extracted; extracting again", archive)
     dest_root = dest_dir.resolve()
+    filtered = extraction_filter_supported()
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = tar.getmembers()
             for member in members:
                 _check_member(archive, dest_root, member)
+            if not filtered:
+                log.warning(
+                    "this Python's tarfile has no extraction filters (added in 3.10.12 / 3.11.4 / 3.12): "
+                    "extracting %s with asr_pe's own checks (paths, links, devices, setuid bits)", archive.name
+                )
             log.info("extracting %s (%d members) into %s", archive, len(members), dest_dir)
             for i, member in enumerate(members, 1):
-                # "data" filter: a second, standard line of defence (no setuid bits, no devices).
-                tar.extract(member, dest_root, filter="data")
+                _extract_member(tar, archive, dest_root, member, filtered)
                 if i % 50000 == 0:
                     log.info("%s: %d/%d members", archive.name, i, len(members))
     except (tarfile.TarError, EOFError, OSError) as e:
-        if isinstance(e, tarfile.FilterError):
+        if isinstance(e, getattr(tarfile, "FilterError", ())):
             raise ExtractError(f"{archive}: unsafe member rejected: {e}") from e
         raise ExtractError(f"{archive}: cannot extract ({e}); the archive may be truncated or corrupt") from e
     tmp = marker.with_name(marker.name + ".tmp")

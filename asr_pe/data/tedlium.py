@@ -3,23 +3,37 @@
 Release layout (``TEDLIUM_release-3.tgz`` unpacks to ``TEDLIUM_release-3/``)::
 
     data/{sph,stm}/                          all 2351 training talks (452 h), TED-LIUM 3 audio
-    legacy/{train,dev,test}/{sph,stm}/       the TED-LIUM 2 split: dev and test are the 19 talks
-                                             (8 dev + 11 test) used by every TED-LIUM paper
+    legacy/train/{sph,stm}/                  symbolic links to those same 2351 talks in data/
+    legacy/{dev,test}/{sph,stm}/             the 19 talks (8 dev + 11 test) of TED-LIUM 1 and 2,
+                                             used by every TED-LIUM paper
     speaker-adaptation/{train,dev,test}/{sph,stm}/   a split designed for speaker adaptation
     doc/  LM/  TEDLIUM.152k.dic  readme.txt
 
 Subsets (``subset=``): ``legacy`` (default; the comparable dev/test sets), ``speaker-adaptation``
-(same per-split layout), and ``full`` (train from ``data/``, dev/test from ``legacy/``).
+(same per-split layout), and ``full`` (train read from ``data/`` instead of through the
+``legacy/train`` links, dev/test from ``legacy/``): the same talks and the same manifests as
+``legacy`` (audio paths are resolved through the links); it only helps when an extraction tool
+dropped the links.
 
-STM line: ``<talk> <channel> <speaker> <start> <end> <label> <transcript...>``; lines starting
-with ``;;`` are comments. Manifest entries point into the talk's ``.sph`` file (NIST SPHERE,
-16 kHz, 16-bit) with ``offset`` = start and ``duration`` = end - start; ``speaker`` = talk id
-(one talk is one speaker and the long-form grouping unit).
+STM line: ``<talk> <channel> <speaker> <start> <end> <label> <transcript...>``. The official
+files have no header; ``;;`` comment lines (sclite's STM header, which Kaldi adds) are skipped.
+Three kinds of line occur in a talk's STM file:
+- scored speech: ``AimeeMullins_2009P 1 AimeeMullins 17.82 28.81 <o,f0,female> i 'd like ...``
+  (the speaker field is the speaker's name, not the talk id);
+- gaps: ``<talk> 1 inter_segment_gap <start> <end> <o,,unknown> ignore_time_segment_in_scoring``
+  between scored segments, before the first and after the last: applause, music, pauses; no
+  speech of the talk is missing from the reference there;
+- unscored speech: any other line whose transcript is ``ignore_time_segment_in_scoring`` (the
+  talk's own speaker, or another name such as sclite's ``excluded_region``): speech that was not
+  transcribed, so the audio holds words the reference lacks.
 
-Excluded (counted and logged, reported in the returned stats):
-- segments whose transcript is ``ignore_time_segment_in_scoring`` (not transcribed: music,
-  applause, foreign speech); they are excluded from scoring in the official setups too;
-- segments whose transcript is empty after normalisation (e.g. only ``<unk>``);
+Manifest entries point into the talk's ``.sph`` file (NIST SPHERE, 16 kHz, 16-bit) with
+``offset`` = start and ``duration`` = end - start; ``speaker`` = talk id (one talk is one
+speaker and the long-form grouping unit).
+
+Excluded from the segment manifests (counted and logged, reported in the returned stats):
+- gap lines and unscored-speech lines (excluded from scoring in the official setups too);
+- segments whose transcript is empty after normalisation (e.g. only ``<unk>`` or ``{NOISE}``);
 - segments starting past the end of the audio; an end that overruns the audio is clipped.
 
 Text normalisation (following Kaldi egs/tedlium/s5_r3 local/prepare_data.sh + join_suffix.py):
@@ -33,11 +47,14 @@ Text normalisation (following Kaldi egs/tedlium/s5_r3 local/prepare_data.sh + jo
 6. white space collapsed.
 
 Full-talk long-form sets (``<split>_talks.jsonl``): one entry per talk spanning its scored
-segments from the first start to the last end, transcripts joined in time order. A talk is only
-included when no excluded segment (ignored, or empty after normalisation) overlaps that span,
-because the audio would contain speech missing from the reference; the other talks are counted
-("talks_with_unscored_speech"). Gaps between segments without any STM line are kept (pauses,
-applause: no transcribed speech).
+segments from the first start to the last end, transcripts joined in time order; gaps (lines or
+no line at all) stay in the audio. Unscored speech inside that span would be scored as insertions
+the model cannot avoid, and leaving the talk out would lose it: such a talk is cut at each
+unscored-speech region into parts (``<talk>-part<k>``, each a maximal run of scored segments
+with no unscored speech inside its span; counted as ``talks_split_at_unscored_speech``). A scored
+segment that itself overlaps unscored speech ends the run and is left out of the full-talk set
+(``segments_overlapping_unscored_speech``). Segments empty after normalisation do not cut a talk:
+like the ``<unk>`` tokens removed inside scored segments, they hold at most unknown words.
 """
 
 from __future__ import annotations
@@ -74,6 +91,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 IGNORE_TRANSCRIPT = "ignore_time_segment_in_scoring"
+GAP_SPEAKER = "inter_segment_gap"
+# Written into <split>.stats.json: manifests from an older preparation (which dropped every talk
+# of the official dev/test STM files) are regenerated instead of being reused.
+PREPARE_VERSION = 2
 
 TEDLIUM_ARCHIVE = "TEDLIUM_release-3.tgz"
 TEDLIUM_DIRNAME = "TEDLIUM_release-3"
@@ -114,6 +135,11 @@ class StmSegment:
     @property
     def ignored(self) -> bool:
         return self.transcript.strip() == IGNORE_TRANSCRIPT
+
+    @property
+    def is_gap(self) -> bool:
+        # sclite compares the speaker field with "inter_segment_gap" case-insensitively
+        return self.speaker.lower() == GAP_SPEAKER
 
 
 def normalize_tedlium_text(transcript: str) -> str:
@@ -169,14 +195,17 @@ class SplitStats:
     talks: int = 0
     segments: int = 0
     hours: float = 0.0
-    ignored_segments: int = 0
+    inter_segment_gaps: int = 0
+    unscored_speech_segments: int = 0
     empty_after_normalisation: int = 0
     zero_length_segments: int = 0
     past_end_of_audio: int = 0
     clipped_to_audio_end: int = 0
     full_talks: int = 0
     full_talk_hours: float = 0.0
-    talks_with_unscored_speech: int = 0
+    talks_split_at_unscored_speech: int = 0
+    segments_overlapping_unscored_speech: int = 0
+    prepare_version: int = PREPARE_VERSION
     examples: list[str] = field(default_factory=list)
 
     def note(self, what: str) -> None:
@@ -203,6 +232,37 @@ def _segment_id(talk: str, start: float, end: float) -> str:
     return f"{talk}-{round(start * 100):07d}-{round(end * 100):07d}"
 
 
+def _overlaps(a_start: float, a_end: float, b_start: float, b_end: float) -> bool:
+    # Strict: the official files put a gap or another segment exactly at a segment's end.
+    return a_start < b_end and a_end > b_start
+
+
+def _full_talk_runs(
+    scored: list[tuple[float, float, str]], unscored: list[tuple[float, float]], stats: SplitStats, talk: str
+) -> list[list[tuple[float, float, str]]]:
+    """Maximal runs of time-ordered scored segments whose span holds no unscored speech."""
+    runs: list[list[tuple[float, float, str]]] = []
+    current: list[tuple[float, float, str]] = []
+    for seg in scored:
+        start, end, _ = seg
+        if any(_overlaps(start, end, s, e) for s, e in unscored):
+            stats.segments_overlapping_unscored_speech += 1
+            stats.note(f"{talk}: scored segment {start}-{end}s overlaps unscored speech; not in the full-talk set")
+            if current:
+                runs.append(current)
+            current = []
+            continue
+        if current:
+            first, last = current[0][0], max(e for _, e, _ in current)
+            if any(_overlaps(first, max(last, end), s, e) for s, e in unscored):
+                runs.append(current)
+                current = []
+        current.append(seg)
+    if current:
+        runs.append(current)
+    return runs
+
+
 def _prepare_split(sph_dir: Path, stm_dir: Path) -> tuple[list[Utterance], list[Utterance], SplitStats]:
     stats = SplitStats()
     stms = sorted(stm_dir.glob("*.stm"))
@@ -214,6 +274,11 @@ def _prepare_split(sph_dir: Path, stm_dir: Path) -> tuple[list[Utterance], list[
         talk = stm.stem
         sph = sph_dir / f"{talk}.sph"
         if not sph.is_file():
+            if sph.is_symlink():  # legacy/train holds links into data/
+                raise TedliumError(
+                    f"{stm}: audio file {sph} is a link to {os.readlink(sph)}, which does not exist "
+                    f"(extract the whole {TEDLIUM_ARCHIVE}, or prepare with --subset full to read data/ directly)"
+                )
             raise TedliumError(f"{stm}: audio file missing: {sph}")
         audio_end = audio_seconds(sph, TedliumError)
         scored: list[tuple[float, float, str]] = []
@@ -221,15 +286,18 @@ def _prepare_split(sph_dir: Path, stm_dir: Path) -> tuple[list[Utterance], list[
         for seg in sorted(parse_stm(stm), key=lambda s: (s.start, s.end)):
             if seg.talk != talk:
                 raise TedliumError(f"{seg.source}: talk id {seg.talk!r} does not match the file name {talk!r}")
+            if seg.is_gap:
+                stats.inter_segment_gaps += 1
+                continue
             if seg.ignored:
-                stats.ignored_segments += 1
+                stats.unscored_speech_segments += 1
+                stats.note(f"{seg.source}: unscored speech of {seg.speaker!r} at {seg.start}-{seg.end}s")
                 unscored.append((seg.start, seg.end))
                 continue
             text = normalize_tedlium_text(seg.transcript)
             if not text:
                 stats.empty_after_normalisation += 1
                 stats.note(f"{seg.source}: empty after normalisation: {seg.transcript!r}")
-                unscored.append((seg.start, seg.end))
                 continue
             if seg.start >= audio_end:
                 stats.past_end_of_audio += 1
@@ -264,25 +332,57 @@ def _prepare_split(sph_dir: Path, stm_dir: Path) -> tuple[list[Utterance], list[
                     speaker=talk,
                 )
             )
-        first, last = scored[0][0], max(e for _, e, _ in scored)
-        if any(s < last and e > first for s, e in unscored):
-            stats.talks_with_unscored_speech += 1
-            continue
-        talks_out.append(
-            Utterance(
-                id=talk,
-                audio_filepath=str(sph.resolve()),
-                duration=round(last - first, 6),
-                text=" ".join(t for _, _, t in scored),
-                offset=first,
-                speaker=talk,
+        runs = _full_talk_runs(scored, unscored, stats, talk)
+        if len(runs) > 1:
+            stats.talks_split_at_unscored_speech += 1
+        for k, run in enumerate(runs, 1):
+            first, last = run[0][0], max(e for _, e, _ in run)
+            talks_out.append(
+                Utterance(
+                    id=talk if len(runs) == 1 else f"{talk}-part{k}",
+                    audio_filepath=str(sph.resolve()),
+                    duration=round(last - first, 6),
+                    text=" ".join(t for _, _, t in run),
+                    offset=first,
+                    speaker=talk,
+                )
             )
-        )
     stats.segments = len(segments_out)
     stats.hours = sum(u.duration for u in segments_out) / 3600
     stats.full_talks = len(talks_out)
     stats.full_talk_hours = sum(u.duration for u in talks_out) / 3600
     return segments_out, talks_out, stats
+
+
+def _has_entries(manifest: Path) -> bool:
+    """True when the manifest holds at least one non-blank line (reads no further)."""
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            return any(line.strip() for line in f)
+    except OSError:
+        return False
+
+
+def _reusable(seg_path: Path, talk_path: Path, stats_path: Path) -> dict | None:
+    """The stats of an earlier preparation of this split, or None when it must be redone.
+
+    Redone when a file is missing, a manifest is empty (an interrupted or older run: never
+    handed on to training or evaluation) or the stats come from an older preparation.
+    """
+    if not (seg_path.exists() and talk_path.exists() and stats_path.exists()):
+        return None
+    try:
+        stats = json.loads(stats_path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stats, dict) or stats.get("prepare_version") != PREPARE_VERSION:
+        log.info("%s is from an older preparation; preparing the split again", stats_path)
+        return None
+    for manifest in (seg_path, talk_path):
+        if not _has_entries(manifest):
+            log.info("%s is empty; preparing the split again", manifest)
+            return None
+    return stats
 
 
 def prepare_tedlium(
@@ -309,26 +409,44 @@ def prepare_tedlium(
             raise ValueError(f"unknown TED-LIUM split {split!r}; choose from {SPLITS}")
         seg_path, talk_path = out_dir / f"{split}.jsonl", out_dir / f"{split}_talks.jsonl"
         stats_path = out_dir / f"{split}.stats.json"
-        if seg_path.exists() and talk_path.exists() and stats_path.exists() and not overwrite:
+        earlier = None if overwrite else _reusable(seg_path, talk_path, stats_path)
+        if earlier is not None:
             log.info("%s exists; skipping %s", seg_path, split)
-            result[split] = {"segments": seg_path, "talks": talk_path, "stats": json.loads(stats_path.read_text())}
+            result[split] = {"segments": seg_path, "talks": talk_path, "stats": earlier}
             continue
         sph_dir, stm_dir = _split_dirs(corpus, subset, split)
         if not stm_dir.is_dir() or not sph_dir.is_dir():
-            raise TedliumError(f"{stm_dir.parent}: expected sph/ and stm/ folders (extract {TEDLIUM_ARCHIVE} first)")
+            hint = f"extract {TEDLIUM_ARCHIVE} first"
+            if subset == "legacy" and split == "train" and (corpus / "data" / "stm").is_dir():
+                # legacy/train is only links into data/: some extraction tools drop links
+                hint = "it holds links to data/, which this extraction lacks: use --subset full (same talks)"
+            raise TedliumError(f"{stm_dir.parent}: expected sph/ and stm/ folders ({hint})")
         segments, talks, stats = _prepare_split(sph_dir, stm_dir)
+        # Never hand an empty manifest on: later stages would fail far from the cause.
+        dropped = (
+            f"{stats.inter_segment_gaps} inter_segment_gap lines, {stats.unscored_speech_segments} "
+            f"unscored-speech lines, {stats.empty_after_normalisation} empty after normalisation, "
+            f"{stats.past_end_of_audio} past the end of the audio, {stats.zero_length_segments} zero length"
+        )
         if not segments:
-            raise TedliumError(f"{stm_dir}: no scored segments in any talk")
+            raise TedliumError(
+                f"{stm_dir}: no scored segment in any of its .stm files ({dropped}); {split} manifests not written"
+            )
+        if not talks:
+            raise TedliumError(
+                f"{stm_dir}: {len(segments)} scored segments but no full-talk entry (every one overlaps "
+                f"unscored speech); {split} manifests not written"
+            )
         write_manifest(seg_path, segments)
         write_manifest(talk_path, talks)
-        atomic_write_json(stats_path, stats.__dict__)
+        atomic_write_json(stats_path, stats.__dict__)  # last: its presence marks the split done
         log.info(
-            "%s/%s: %d talks, %d segments (%.2f h); excluded %d ignore_time_segment_in_scoring, "
-            "%d empty after normalisation, %d past end of audio, %d zero length; %d full talks (%.2f h), "
-            "%d talks left out of the full-talk set because unscored speech lies inside",
-            subset, split, stats.talks, stats.segments, stats.hours, stats.ignored_segments,
-            stats.empty_after_normalisation, stats.past_end_of_audio, stats.zero_length_segments,
-            stats.full_talks, stats.full_talk_hours, stats.talks_with_unscored_speech,
+            "%s/%s: %d talks, %d segments (%.2f h); not in the segment set: %s; "
+            "%d full-talk entries (%.2f h), %d talks cut into parts at unscored speech, "
+            "%d segments left out of the full-talk set because they overlap unscored speech",
+            subset, split, stats.talks, stats.segments, stats.hours, dropped,
+            stats.full_talks, stats.full_talk_hours, stats.talks_split_at_unscored_speech,
+            stats.segments_overlapping_unscored_speech,
         )
         for example in stats.examples:
             log.info("  %s", example)
@@ -377,9 +495,10 @@ def tedlium_manifests(
     """Manifest paths for the Hydra data config (``corpus._target_``).
 
     Returns ``{"train": [paths], "dev": [paths], "test": {name: path}}``; raises FileNotFoundError
-    naming the missing manifest and the recipe stage that writes it.
+    naming the missing manifest and the recipe stage that writes it, and TedliumError naming an
+    empty one (an interrupted or older preparation: an empty set cannot be trained or scored).
     """
-    return resolve_manifests(
+    paths = resolve_manifests(
         manifest_dir,
         train,
         dev,
@@ -387,6 +506,13 @@ def tedlium_manifests(
         hint="run recipes/tedlium3/run.sh --stage 1 --stop_stage 2 first "
         "(stage 0 downloads the archive; stage 3 builds the long-form sets)",
     )
+    for path in [*paths["train"], *paths["dev"], *paths["test"].values()]:
+        if not _has_entries(Path(path)):
+            raise TedliumError(
+                f"{path}: manifest is empty; run recipes/tedlium3/run.sh --stage 2 --stop_stage 3 again "
+                "(stage 2 prepares empty or outdated manifests again, stage 3 rebuilds empty long-form sets)"
+            )
+    return paths
 
 
 def main(argv: Sequence[str] | None = None) -> int:

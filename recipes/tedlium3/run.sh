@@ -22,7 +22,7 @@ data_dir=""                        # folder with a pre-downloaded TEDLIUM_releas
 corpus_dir=""                      # an extracted tree holding TEDLIUM_release-3/: stages 0-1 skipped
 mirror=openslr                     # openslr | us | eu | cn | lium | any base URL (http, https, file://)
 verify=true                        # false: skip checksum verification (fixture archives)
-subset=legacy                      # legacy | speaker-adaptation | full (train from data/, 452 h)
+subset=legacy                      # legacy (452 h) | speaker-adaptation | full (= legacy, read from data/)
 test_splits="dev test"             # evaluated: <split>, <split>_talks (full talks), <split>_long
 longform_durations="[10,20,40,80,160]"   # seconds
 pes="none sinusoidal relative rope cape"
@@ -62,14 +62,22 @@ log() { echo "$(date '+%F %T') [tedlium3] $*"; }
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
 # Comma-joined, single-quoted Hydra list: ['a','b'] (paths may hold characters Hydra would parse).
 hydra_list() { local out="" x; for x in "$@"; do out="$out${out:+,}'$x'"; done; echo "[$out]"; }
-test_sets() {  # names of the segment, full-talk and long-form test manifests that exist
-  local p
+has_entries() { grep -q '[^[:space:]]' "$1" 2>/dev/null; }  # a manifest with at least one line
+test_sets() {  # names of the segment, long-form and full-talk test manifests that exist
+  local p s
   for p in $test_splits; do
-    [ -f "$manifest_dir/$p.jsonl" ] && echo "$p"
-    [ -f "$manifest_dir/${p}_long.jsonl" ] && echo "${p}_long"
-    [ -f "$manifest_dir/${p}_talks.jsonl" ] && echo "${p}_talks"
+    for s in "$p" "${p}_long" "${p}_talks"; do [ -f "$manifest_dir/$s.jsonl" ] && echo "$s"; done
   done
   return 0
+}
+check_test_sets() {  # an empty test manifest (interrupted or older run) is an error, never evaluated
+  local s
+  for s in "$@"; do
+    has_entries "$manifest_dir/$s.jsonl" && continue
+    echo "$0: $manifest_dir/$s.jsonl is empty; run --stage 2 --stop_stage 3 again (stage 2 prepares empty" \
+      "or outdated manifests again, stage 3 rebuilds empty long-form sets)" >&2
+    exit 1
+  done
 }
 
 if run_stage 0; then
@@ -109,7 +117,7 @@ if run_stage 3; then
   log "stage 3: long-form test sets $longform_durations s"
   for part in $test_splits; do
     out="$manifest_dir/${part}_long.jsonl"
-    if [ -f "$out" ]; then log "  $out exists"; continue; fi
+    if has_entries "$out"; then log "  $out exists"; continue; fi  # an empty one is built again
     "$PYTHON" "$repo/scripts/make_longform.py" in="$manifest_dir/$part.jsonl" out="$out" \
       durations="$longform_durations"
   done
@@ -131,6 +139,7 @@ fi
 if run_stage 5; then
   mapfile -t sets < <(test_sets)
   [ "${#sets[@]}" -gt 0 ] || { echo "$0: stage 5: no test manifests in $manifest_dir (run stages 2-3)" >&2; exit 1; }
+  check_test_sets "${sets[@]}"
   log "stage 5: evaluate on ${sets[*]}"
   for pe in $pes; do
     run="$runs_dir/$pe"
@@ -145,6 +154,7 @@ fi
 
 if run_stage 6; then
   mapfile -t sets < <(test_sets)
+  check_test_sets "${sets[@]}"
   runs=()
   for pe in $pes; do runs+=("$runs_dir/$pe"); done
   for s in "${sets[@]}"; do

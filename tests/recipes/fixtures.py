@@ -98,6 +98,19 @@ def make_librispeech_archives(tree_root: str | Path, out_dir: str | Path, parts=
 
 
 # ------------------------------------------------------------------------------------ TED-LIUM
+#
+# The STM lines follow the official TED-LIUM 3 files as public loaders read them (lhotse
+# recipes/tedlium.py, Kaldi egs/tedlium/s5_r3 local/prepare_data.sh, the Hugging Face / TFDS
+# tedlium builders, which split every line into 7 fields and so show the files have no ';;'
+# header: Kaldi adds its own for sclite):
+#   <talk> 1 <speaker name> <start> <end> <o,f0,male> <transcript>          scored speech
+#   <talk> 1 inter_segment_gap <start> <end> <o,,unknown> ignore_time_segment_in_scoring
+#   <talk> 1 <speaker name> <start> <end> <label> ignore_time_segment_in_scoring   unscored speech
+# The speaker field is the speaker's name, not the talk id (AimeeMullins_2009P 1 AimeeMullins ...);
+# times are written like "0", "17.82"; TED-LIUM 3 training STMs also use the label "<NA>".
+# legacy/train/{sph,stm}/ holds symbolic links into data/{sph,stm}/ (TFDS: "The legacy/train
+# directory contains symlinks to data"); relative ones: Kaldi s5_r3 reads legacy/train right
+# after `tar xf`, so they resolve inside the extracted tree.
 
 
 @dataclass(frozen=True)
@@ -109,115 +122,200 @@ class TedSeg:
     speaker: str
 
 
-def _stm(talk: str, start: float, end: float, label: str, text: str) -> str:
-    return f"{talk} 1 {talk} {start:.2f} {end:.2f} {label} {text}\n"
+@dataclass(frozen=True)
+class TedTalk:
+    speaker: str  # the STM speaker field
+    label: str  # the label of its speech lines
+    seconds: float  # audio length
+    # (start, end, kind, raw transcript); kind: "speech" | "gap" | "unscored" (own-speaker ignore line)
+    lines: tuple[tuple[float, float, str, str], ...]
 
 
-# split -> talk -> (audio seconds, [(start, end, label, raw transcript)])
-TEDLIUM_LAYOUT = {
+def _time(t: float) -> str:
+    return f"{t:.2f}".rstrip("0").rstrip(".")
+
+
+def _stm_line(talk: str, info: TedTalk, start: float, end: float, kind: str, text: str) -> str:
+    if kind == "gap":
+        return f"{talk} 1 inter_segment_gap {_time(start)} {_time(end)} <o,,unknown> ignore_time_segment_in_scoring\n"
+    if kind == "unscored":
+        text = "ignore_time_segment_in_scoring"
+    return f"{talk} 1 {info.speaker} {_time(start)} {_time(end)} {info.label} {text}\n"
+
+
+def _gaps_around(seconds: float, rows: list[tuple[float, float, str, str]]) -> tuple:
+    """Put an inter_segment_gap line wherever the listed lines leave time uncovered."""
+    out, t = [], 0.0
+    for row in sorted(rows):
+        if row[0] > t + 1e-9:
+            out.append((t, row[0], "gap", ""))
+        out.append(row)
+        t = row[1]
+    if seconds > t + 1e-9:
+        out.append((t, seconds, "gap", ""))
+    return tuple(out)
+
+
+def _talk(speaker: str, label: str, seconds: float, rows: list[tuple[float, float, str, str]]) -> TedTalk:
+    return TedTalk(speaker, label, seconds, _gaps_around(seconds, rows))
+
+
+# Ten ~8.5 s segments spanning 4.00-92.60 s: the whole-talk entry is longer than 80 s.
+_LONG_TALK_TEXT = [
+    "when i was a kid i wanted to build robots",
+    "my father told me that you need to learn math first",
+    "so i spent ten years learning math",
+    "and then i built my first robot and it fell over",
+    "it turns out walking is very hard",
+    "babies take about a year to figure it out",
+    "robots took us fifty years",
+    "today i want to show you what we have learned",
+    "this is our newest robot its name is atlas",
+    "thank you very much",
+]
+_LONG_TALK_TIMES = [(4.0, 12.35), (12.35, 20.9), (21.6, 30.15), (31.0, 39.8), (39.8, 48.42), (49.3, 57.9),
+                    (58.55, 67.2), (67.2, 75.64), (76.4, 84.93), (85.5, 92.6)]
+
+# split -> talk id -> TedTalk; every time range the lines leave out becomes an inter_segment_gap line
+TEDLIUM_LAYOUT: dict[str, dict[str, TedTalk]] = {
     "dev": {
-        # ignored segments only at the edges: the full-talk entry exists (1.20 .. 6.00)
-        "AlGore_2009": (
-            7.0,
-            [
-                (0.00, 1.20, "<NA>", "ignore_time_segment_in_scoring"),
-                (1.20, 3.50, "<o,f0,male>", "it 's a <unk> truly great honor"),
-                (3.60, 6.00, "<o,f0,male>", "we don 't know what(2) they 're doing"),
-                (6.00, 7.00, "<NA>", "ignore_time_segment_in_scoring"),
-            ],
-        ),
-        # an ignored segment and an <unk>-only segment inside: no full-talk entry
-        "BillGates_2010": (
-            8.0,
-            [
-                (0.50, 2.00, "<o,f0,male>", "i 'm going to talk today"),
-                (2.00, 3.00, "<NA>", "ignore_time_segment_in_scoring"),
-                (3.00, 5.00, "<o,f0,male>", "about energy and climate"),
-                (5.00, 5.50, "<o,f0,male>", "<unk>"),
-                (5.50, 7.50, "<o,f0,male>", "and that 's it {NOISE}"),
-            ],
-        ),
+        # gaps only (some segments contiguous): one full-talk entry 3.10-39.40 s
+        "AlexSmith_2009": _talk("AlexSmith", "<o,f0,male>", 42.0, [
+            (3.1, 9.8, "speech", "it 's a <unk> truly great honor to be here tonight"),
+            (9.8, 15.25, "speech", "we don 't know what(2) they 're doing with the climate"),
+            (16.02, 24.5, "speech", "so i want to talk about three things {NOISE}"),
+            (25.1, 33.72, "speech", "the first is energy the second is water"),
+            (33.72, 39.4, "speech", "and the third one is about all of us"),
+        ]),
+        # own-speaker unscored speech (a song) inside: the talk is cut into two parts; the
+        # <unk>-only segment is dropped from the segments but does not cut the talk
+        "MariaLopez_2010": _talk("MariaLopez", "<o,f0,female>", 36.0, [
+            (1.5, 8.2, "speech", "i 'm going to talk today about music"),
+            (8.9, 12.4, "speech", "<unk>"),
+            (12.4, 18.0, "speech", "and about the people who make it"),
+            (18.0, 24.3, "unscored", ""),
+            (24.3, 30.9, "speech", "that was a song from my grandmother 's village"),
+            (31.4, 35.2, "speech", "thank you"),
+        ]),
     },
     "test": {
-        "JaneDoe_2012": (
-            5.0,
-            [
-                (0.30, 2.30, "<o,f0,female>", "hello world"),
-                (2.30, 4.90, "<o,f0,female>", "this is a test"),
-            ],
-        ),
+        "DavidChen_2010": _talk("DavidChen", "<o,f0,male>", 96.0, [
+            (t0, t1, "speech", text) for (t0, t1), text in zip(_LONG_TALK_TIMES, _LONG_TALK_TEXT)
+        ]),
+        "SaraJones_2012": _talk("SaraJones", "<o,f0,female>", 20.0, [
+            (0.8, 7.45, "speech", "hello world this is a test"),
+            (7.45, 13.9, "speech", "of how long talks are read"),
+            (14.6, 19.3, "speech", "and that 's it"),
+        ]),
     },
+    # the training talks hold every letter of dev and test (the tokenizer of a run trained on
+    # them must cover the test sets)
     "train": {
-        "JohnRoe_2011": (
-            4.0,
-            [
-                (0.00, 2.00, "<o,f0,male>", "training talk one"),
-                (2.00, 3.90, "<o,f0,male>", "it 's short"),
-            ],
-        ),
+        "JohnRoe_2011": _talk("JohnRoe", "<o,f0,male>", 24.0, [
+            (0.5, 8.0, "speech", "the quick brown fox jumps over the lazy dog"),
+            (8.6, 15.9, "speech", "it 's short but it 's a training talk"),
+            (15.9, 23.1, "speech", "pack my box with five dozen liquor jugs"),
+        ]),
+        "KimLee_2016": _talk("KimLee", "<NA>", 18.0, [
+            (1.0, 9.2, "speech", "we 've got questions and a few answers"),
+            (9.2, 17.0, "speech", "sphinx of black quartz judge my vow"),
+        ]),
     },
 }
 
+# The expected normalisation of every transcript above, written out by hand.
+TEDLIUM_NORMALISED = {
+    "it 's a <unk> truly great honor to be here tonight": "it's a truly great honor to be here tonight",
+    "we don 't know what(2) they 're doing with the climate": "we don't know what they're doing with the climate",
+    "so i want to talk about three things {NOISE}": "so i want to talk about three things",
+    "the first is energy the second is water": "the first is energy the second is water",
+    "and the third one is about all of us": "and the third one is about all of us",
+    "i 'm going to talk today about music": "i'm going to talk today about music",
+    "<unk>": "",
+    "and about the people who make it": "and about the people who make it",
+    "that was a song from my grandmother 's village": "that was a song from my grandmother's village",
+    "thank you": "thank you",
+    **{t: t for t in _LONG_TALK_TEXT},
+    "hello world this is a test": "hello world this is a test",
+    "of how long talks are read": "of how long talks are read",
+    "and that 's it": "and that's it",
+    "the quick brown fox jumps over the lazy dog": "the quick brown fox jumps over the lazy dog",
+    "it 's short but it 's a training talk": "it's short but it's a training talk",
+    "pack my box with five dozen liquor jugs": "pack my box with five dozen liquor jugs",
+    "we 've got questions and a few answers": "we've got questions and a few answers",
+    "sphinx of black quartz judge my vow": "sphinx of black quartz judge my vow",
+}
 
-def _norm(text: str) -> str:
-    """The expected normalisation of the layout's transcripts, written out by hand."""
-    table = {
-        "it 's a <unk> truly great honor": "it's a truly great honor",
-        "we don 't know what(2) they 're doing": "we don't know what they're doing",
-        "i 'm going to talk today": "i'm going to talk today",
-        "about energy and climate": "about energy and climate",
-        "and that 's it {NOISE}": "and that's it",
-        "hello world": "hello world",
-        "this is a test": "this is a test",
-        "training talk one": "training talk one",
-        "it 's short": "it's short",
-    }
-    return table[text]
+TEDLIUM_README = """This is the TED-LIUM corpus release 3 (a test fixture in the official layout).
+"""
 
 
-def make_tedlium_tree(root: str | Path, layout=TEDLIUM_LAYOUT, *, base: str = "legacy") -> dict:
-    """Write ``root/TEDLIUM_release-3/<base>/<split>/{sph,stm}/``; return the expected manifests.
+def _seg_id(talk: str, start: float, end: float) -> str:
+    return f"{talk}-{round(start * 100):07d}-{round(end * 100):07d}"
 
-    Returns {split: {"segments": [TedSeg...], "talks": [TedSeg...], "ignored": int,
-    "empty": int, "talks_with_unscored_speech": int}}. With ``base="data"`` the train split
-    is written to ``data/{sph,stm}`` (the full 452 h set layout).
+
+def _expected_split(talks: dict[str, TedTalk]) -> dict:
+    segs, full = [], []
+    counts = {"inter_segment_gaps": 0, "unscored_speech_segments": 0, "empty": 0, "talks_split": 0}
+    for talk, info in sorted(talks.items()):
+        parts: list[list[TedSeg]] = [[]]
+        for start, end, kind, text in info.lines:
+            if kind == "gap":
+                counts["inter_segment_gaps"] += 1
+            elif kind == "unscored":  # the fixture's unscored lines lie between scored segments
+                counts["unscored_speech_segments"] += 1
+                if parts[-1]:
+                    parts.append([])
+            elif not TEDLIUM_NORMALISED[text]:
+                counts["empty"] += 1
+            else:
+                seg = TedSeg(_seg_id(talk, start, end), start, round(end - start, 6), TEDLIUM_NORMALISED[text], talk)
+                segs.append(seg)
+                parts[-1].append(seg)
+        parts = [p for p in parts if p]
+        counts["talks_split"] += len(parts) > 1
+        for k, part in enumerate(parts, 1):
+            first, last = part[0].offset, part[-1].offset + part[-1].duration
+            full.append(TedSeg(talk if len(parts) == 1 else f"{talk}-part{k}", first, round(last - first, 6),
+                               " ".join(s.text for s in part), talk))
+    return {"segments": segs, "talks": full, **counts}
+
+
+def make_tedlium_tree(root: str | Path, layout=TEDLIUM_LAYOUT, *, legacy_train_links: bool = True) -> dict:
+    """Write ``root/TEDLIUM_release-3/`` as the official archive unpacks; return the expected manifests.
+
+    dev/test go to ``legacy/<split>/{sph,stm}/``; train talks to ``data/{sph,stm}/`` with
+    ``legacy/train/{sph,stm}/`` holding relative symbolic links to them (left out with
+    ``legacy_train_links=False``, as after an extraction tool that skips links). Returns
+    {split: {"segments": [TedSeg...], "talks": [TedSeg...], "inter_segment_gaps": int,
+    "unscored_speech_segments": int, "empty": int, "talks_split": int}}.
     """
-    root = Path(root) / "TEDLIUM_release-3"
+    corpus = Path(root) / "TEDLIUM_release-3"
+    corpus.mkdir(parents=True, exist_ok=True)
+    (corpus / "readme.txt").write_text(TEDLIUM_README)
+    (corpus / "TEDLIUM.152k.dic").write_text("a ah\nabout ah b aw t\n")
     expected = {}
     seed = 100
     for split, talks in layout.items():
-        split_dir = root / base / split if not (base == "data") else root / "data"
-        (split_dir / "sph").mkdir(parents=True, exist_ok=True)
-        (split_dir / "stm").mkdir(parents=True, exist_ok=True)
-        segs, full, ignored, empty, unscored_inside = [], [], 0, 0, 0
-        for talk, (seconds, rows) in sorted(talks.items()):
+        split_dir = corpus / "data" if split == "train" else corpus / "legacy" / split
+        for sub in ("sph", "stm"):
+            (split_dir / sub).mkdir(parents=True, exist_ok=True)
+        for talk, info in sorted(talks.items()):
             seed += 1
-            wave = _tone(int(seconds * SR), seed)
+            wave = _tone(int(info.seconds * SR), seed)
             sf.write(split_dir / "sph" / f"{talk}.sph", wave, SR, format="NIST", subtype="PCM_16")
-            lines = [";; TED-LIUM style comment line\n"] + [_stm(talk, *r) for r in rows]
+            lines = [_stm_line(talk, info, *row) for row in info.lines]
             (split_dir / "stm" / f"{talk}.stm").write_text("".join(lines))
-            scored, bad = [], []
-            for start, end, _label, text in rows:
-                if text == "ignore_time_segment_in_scoring":
-                    ignored += 1
-                    bad.append((start, end))
-                elif text == "<unk>":
-                    empty += 1
-                    bad.append((start, end))
-                else:
-                    seg_id = f"{talk}-{round(start * 100):07d}-{round(end * 100):07d}"
-                    scored.append(TedSeg(seg_id, start, round(end - start, 6), _norm(text), talk))
-            segs += scored
-            first, last = scored[0].offset, scored[-1].offset + scored[-1].duration
-            if any(s < last and e > first for s, e in bad):
-                unscored_inside += 1
-            else:
-                full.append(TedSeg(talk, first, round(last - first, 6), " ".join(s.text for s in scored), talk))
-        expected[split] = {
-            "segments": segs,
-            "talks": full,
-            "ignored": ignored,
-            "empty": empty,
-            "talks_with_unscored_speech": unscored_inside,
-        }
+            if split == "train" and legacy_train_links:
+                for sub, ext in (("sph", "sph"), ("stm", "stm")):
+                    link = corpus / "legacy" / "train" / sub / f"{talk}.{ext}"
+                    link.parent.mkdir(parents=True, exist_ok=True)
+                    link.symlink_to(Path("..", "..", "..", "data", sub, f"{talk}.{ext}"))
+        expected[split] = _expected_split(talks)
     return expected
+
+
+def make_tedlium_archive(tree_root: str | Path, out_dir: str | Path) -> Path:
+    """``<out_dir>/TEDLIUM_release-3.tgz`` holding ``TEDLIUM_release-3/`` (links kept as links)."""
+    return make_tar_gz(Path(tree_root) / "TEDLIUM_release-3", Path(out_dir) / "TEDLIUM_release-3.tgz",
+                       "TEDLIUM_release-3")

@@ -197,3 +197,98 @@ def test_extract_corrupt_archive_is_a_clear_error(tmp_path):
     archive.write_bytes(good.read_bytes()[:40])
     with pytest.raises(ExtractError, match="broken.tar.gz"):
         extract(archive, tmp_path / "o")
+
+
+# ------------------------------------------------------- extract without tarfile filters
+
+def _without_extraction_filters(monkeypatch):
+    """Make tarfile look like Python 3.10.0-3.10.11 / 3.11.0-3.11.3: no filter= on extract."""
+    original = tarfile.TarFile.extract
+
+    def extract(self, member, path="", set_attrs=True, *, numeric_owner=False):
+        return original(self, member, path, set_attrs=set_attrs, numeric_owner=numeric_owner)
+
+    monkeypatch.setattr(tarfile.TarFile, "extract", extract)
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+
+
+def test_filter_support_is_detected():
+    from asr_pe.data.download import extraction_filter_supported
+
+    assert extraction_filter_supported() == hasattr(tarfile, "data_filter")
+    assert extraction_filter_supported()  # the venv's Python (3.11.7) has the backport
+
+
+def test_extract_without_filters_falls_back_to_own_checks(tmp_path, monkeypatch, caplog):
+    from asr_pe.data.download import extraction_filter_supported
+
+    _without_extraction_filters(monkeypatch)
+    assert not extraction_filter_supported()
+    with pytest.raises(TypeError):  # what extract(..., filter="data") did on such a Python
+        with tarfile.open(_tar_with(tmp_path / "x.tar.gz", {"a": b"a"})) as tar:
+            tar.extract("a", tmp_path / "x", filter="data")
+    # The TED-LIUM 3 shape: legacy/train holds relative links into data/.
+    archive = _tar_with(tmp_path / "t.tgz", {"R/data/sph/x.sph": b"snd", "R/readme.txt": b"hi"},
+                        links={"R/legacy/train/sph/x.sph": "../../../data/sph/x.sph"})
+    with caplog.at_level("WARNING", logger="asr_pe.data.download"):
+        out = extract(archive, tmp_path / "o")
+    assert (out / "R/legacy/train/sph/x.sph").is_symlink()
+    assert (out / "R/legacy/train/sph/x.sph").read_bytes() == b"snd"
+    assert (out / ".t.tgz.extracted").exists()
+    assert "no extraction filters" in caplog.text
+
+
+def _tar_with_info(path: Path, infos: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for info, data in infos:
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def _member(name: str, *, type=tarfile.REGTYPE, mode=0o644, linkname="") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.linkname = type, mode, linkname
+    return info
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["data-filter", "fallback"])
+def test_link_chain_escaping_on_disk_is_refused(tmp_path, monkeypatch, filters):
+    """Each name looks harmless (l1 -> ".", l1/l2 -> ".."), but on disk l2 points above the
+    destination and a third member would be written there."""
+    if not filters:
+        _without_extraction_filters(monkeypatch)
+    archive = _tar_with_info(tmp_path / "chain.tar.gz", [
+        (_member("l1", type=tarfile.SYMTYPE, linkname="."), None),
+        (_member("l1/l2", type=tarfile.SYMTYPE, linkname=".."), None),
+        (_member("l2/evil.txt"), b"x"),
+    ])
+    out = tmp_path / "deep" / "out"
+    with pytest.raises(ExtractError) as info:
+        extract(archive, out)
+    assert "l1/l2" in str(info.value) and str(archive) in str(info.value)
+    assert not (tmp_path / "deep" / "evil.txt").exists()
+    assert not (out / ".chain.tar.gz.extracted").exists()
+
+
+def test_setuid_member_is_refused_by_the_fallback_and_stripped_by_the_filter(tmp_path, monkeypatch):
+    archive = _tar_with_info(tmp_path / "suid.tar.gz", [(_member("bin/tool", mode=0o4755), b"#!/bin/sh\n")])
+    out = extract(archive, tmp_path / "filtered")  # the "data" filter drops the bit
+    assert not (out / "bin/tool").stat().st_mode & 0o7000
+    _without_extraction_filters(monkeypatch)
+    with pytest.raises(ExtractError, match=r"member 'bin/tool' has mode 4755 \(setuid/setgid/sticky bit\)"):
+        extract(archive, tmp_path / "fallback")
+    assert not (tmp_path / "fallback" / "bin" / "tool").exists()
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["data-filter", "fallback"])
+@pytest.mark.parametrize("kind", [tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE])
+def test_device_and_fifo_members_are_refused(tmp_path, monkeypatch, filters, kind):
+    if not filters:
+        _without_extraction_filters(monkeypatch)
+    archive = _tar_with_info(tmp_path / "dev.tar.gz",
+                             [(_member("ok.txt"), b"x"), (_member("dev/null2", type=kind), None)])
+    with pytest.raises(ExtractError, match=r"'dev/null2' is a device or fifo"):
+        extract(archive, tmp_path / "o")
+    assert not (tmp_path / "o" / "ok.txt").exists()  # checked before anything is written

@@ -165,7 +165,7 @@ def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python
     md, runs = work / "manifests", work / "runs"
     md.mkdir(parents=True)
     for name in ("dev", "dev_talks", "test", "test_talks", "test_long"):
-        (md / f"{name}.jsonl").write_text("")
+        (md / f"{name}.jsonl").write_text('{"audio_filepath": "a.sph", "duration": 1.0, "text": "a"}\n')
     (runs / "cape").mkdir(parents=True)
     run(TED, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "cape",
         python=python, env={"FAKE_LOG": str(log)})
