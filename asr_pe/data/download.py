@@ -15,6 +15,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import stat
@@ -59,6 +60,10 @@ class ChecksumError(DownloadError):
             f"{path}: {algorithm} checksum mismatch: expected {expected}, got {actual}{where}. "
             "Delete it and download again, or check that the mirror serves the official archive."
         )
+
+
+class ChecksumListError(ValueError):
+    """A checksum list (md5sum / sha256sum format) that cannot be read or lacks a file."""
 
 
 class ExtractError(RuntimeError):
@@ -107,6 +112,30 @@ def verify_checksum(
                 moved_to = path.with_name(Path(report_as or path).name + ".bad")
                 os.replace(path, moved_to)
             raise ChecksumError(Path(report_as or path), algorithm, expected.lower(), actual, moved_to)
+
+
+def read_checksum_list(source: str | os.PathLike, workdir: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """``{filename: {"md5" | "sha256": hex}}`` from ``md5sum``/``sha256sum`` output (a path or URL).
+
+    Lines are ``<hex digest>  <file name>`` (a ``*`` before the name marks binary mode); the
+    digest length tells the algorithm (32: md5, 64: sha256). A URL is fetched into ``workdir``.
+    """
+    text_path = Path(source)
+    if "://" in str(source):
+        text_path = Path(workdir) / ("." + Path(str(source).split("?")[0]).name + ".checksums")
+        text_path.unlink(missing_ok=True)  # always the mirror's current list
+        download(str(source), text_path)
+    out: dict[str, dict[str, str]] = {}
+    with open(text_path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            m = re.fullmatch(r"([0-9a-fA-F]{32}|[0-9a-fA-F]{64}) [ *](\S.*)", line.rstrip("\n"))
+            if m is None:
+                raise ChecksumListError(f"{source}:{n}: not a '<md5 or sha256>  <file>' line: {line.strip()[:80]!r}")
+            algorithm = "md5" if len(m.group(1)) == 32 else "sha256"
+            out.setdefault(Path(m.group(2).strip()).name, {})[algorithm] = m.group(1).lower()
+    return out
 
 
 def _offline_hint(url: str, dest: Path, part: Path) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import soundfile as sf
 
-from .download import download, extract, link_or_copy
+from .download import ChecksumListError, download, extract, link_or_copy, read_checksum_list
 from .manifest import Utterance, write_manifest
 
 __all__ = [
@@ -158,7 +158,7 @@ def download_librispeech(
         dest = root / arch.filename
         if listed is not None:
             if arch.filename not in listed:
-                raise LibriSpeechError(f"{checksums}: no checksum for {arch.filename}")
+                raise ChecksumListError(f"{checksums}: no checksum for {arch.filename}")
             sums = listed[arch.filename]
         else:
             sums = {"md5": arch.md5, "sha256": arch.sha256} if verify else {}
@@ -167,30 +167,6 @@ def download_librispeech(
             log.info("using pre-downloaded %s", Path(data_dir) / arch.filename)
         paths.append(download(f"{_base_url(mirror)}/{arch.filename}", dest, **sums, **download_kwargs))
     return paths
-
-
-def read_checksum_list(source: str | os.PathLike, workdir: str | os.PathLike) -> dict[str, dict[str, str]]:
-    """``{filename: {"md5" | "sha256": hex}}`` from ``md5sum``/``sha256sum`` output (a path or URL).
-
-    Lines are ``<hex digest>  <file name>`` (a ``*`` before the name marks binary mode); the
-    digest length tells the algorithm (32: md5, 64: sha256). A URL is fetched into ``workdir``.
-    """
-    text_path = Path(source)
-    if "://" in str(source):
-        text_path = Path(workdir) / ("." + Path(str(source).split("?")[0]).name + ".checksums")
-        text_path.unlink(missing_ok=True)  # always the mirror's current list
-        download(str(source), text_path)
-    out: dict[str, dict[str, str]] = {}
-    with open(text_path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip() or line.startswith("#"):
-                continue
-            m = re.fullmatch(r"([0-9a-fA-F]{32}|[0-9a-fA-F]{64}) [ *](\S.*)", line.rstrip("\n"))
-            if m is None:
-                raise LibriSpeechError(f"{source}:{n}: not a '<md5 or sha256>  <file>' line: {line.strip()[:80]!r}")
-            algorithm = "md5" if len(m.group(1)) == 32 else "sha256"
-            out.setdefault(Path(m.group(2).strip()).name, {})[algorithm] = m.group(1).lower()
-    return out
 
 
 def extract_librispeech(root: str | os.PathLike, parts: Iterable[str]) -> Path:

@@ -71,7 +71,7 @@ from pathlib import Path
 
 from asr_pe.io import atomic_write_json
 
-from .download import download, extract, link_or_copy
+from .download import ChecksumListError, download, extract, link_or_copy, read_checksum_list
 from .librispeech import audio_seconds, resolve_manifests
 from .manifest import Utterance, write_manifest
 
@@ -460,11 +460,13 @@ def download_tedlium(
     *,
     data_dir: str | os.PathLike | None = None,
     verify: bool = True,
+    checksums: str | os.PathLike | None = None,
     **download_kwargs,
 ) -> Path:
     """Fetch ``TEDLIUM_release-3.tgz`` (about 50 GB) into ``root``; resumable and verified.
 
     ``data_dir``: a folder already holding the archive (linked instead of downloaded).
+    ``checksums``: an md5sum/sha256sum list (path or URL) whose digest replaces the built-in one.
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -473,6 +475,11 @@ def download_tedlium(
         link_or_copy(Path(data_dir) / TEDLIUM_ARCHIVE, dest)
     base = TEDLIUM_MIRRORS.get(mirror, mirror).rstrip("/")
     sums = {"sha256": TEDLIUM_SHA256, "md5": TEDLIUM_MD5} if verify else {}
+    if verify and checksums is not None:
+        listed = read_checksum_list(checksums, root)
+        if TEDLIUM_ARCHIVE not in listed:
+            raise ChecksumListError(f"{checksums}: no checksum for {TEDLIUM_ARCHIVE}")
+        sums = listed[TEDLIUM_ARCHIVE]
     return download(f"{base}/{TEDLIUM_ARCHIVE}", dest, **sums, **download_kwargs)
 
 
@@ -524,6 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--mirror", default="openslr", help=f"{list(TEDLIUM_MIRRORS)} or a base URL")
     d.add_argument("--data_dir", default=None, help="folder with a pre-downloaded archive")
     d.add_argument("--no_verify", action="store_true")
+    d.add_argument("--checksums", default=None, help="md5sum/sha256sum list (path or URL) replacing the built-in digest")
     e = sub.add_parser("extract", help="extract the archive (idempotent)")
     e.add_argument("--root", required=True)
     p = sub.add_parser("prepare", help="write <out_dir>/<split>.jsonl and <split>_talks.jsonl")
@@ -536,7 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "download":
-            download_tedlium(args.root, args.mirror, data_dir=args.data_dir, verify=not args.no_verify)
+            download_tedlium(args.root, args.mirror, data_dir=args.data_dir, verify=not args.no_verify,
+                             checksums=args.checksums)
         elif args.command == "extract":
             extract_tedlium(args.root)
         else:

@@ -21,7 +21,8 @@ work_dir=exp/tedlium3              # archives/, TEDLIUM_release-3/, manifests/, 
 data_dir=""                        # folder with a pre-downloaded TEDLIUM_release-3.tgz
 corpus_dir=""                      # an extracted tree holding TEDLIUM_release-3/: stages 0-1 skipped
 mirror=openslr                     # openslr | us | eu | cn | lium | any base URL (http, https, file://)
-verify=true                        # false: skip checksum verification (fixture archives)
+verify=true                        # false: skip checksum verification
+checksums=""                       # md5sum/sha256sum list (path or URL) replacing the built-in digest
 subset=legacy                      # legacy (452 h) | speaker-adaptation | full (= legacy, read from data/)
 test_splits="dev test"             # evaluated: <split>, <split>_talks (full talks), <split>_long
 longform_durations="[10,20,40,80,160]"   # seconds
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
   esac
   name="${name#--}"; name="${name//-/_}"
   case "$name" in
-    stage|stop_stage|work_dir|data_dir|corpus_dir|mirror|verify|subset|test_splits|\
+    stage|stop_stage|work_dir|data_dir|corpus_dir|mirror|verify|checksums|subset|test_splits|\
     longform_durations|pes|experiment|extra|eval_extra) printf -v "$name" '%s' "$value" ;;
     *) echo "$0: unknown option --$name" >&2; usage >&2; exit 1 ;;
   esac
@@ -92,6 +93,7 @@ if run_stage 0; then
       args=(download --root "$archive_dir" --mirror "$mirror")
       [ -n "$data_dir" ] && args+=(--data_dir "$data_dir")
       [ "$verify" = true ] || args+=(--no_verify)
+      [ -n "$checksums" ] && args+=(--checksums "$checksums")
       "$PYTHON" -m asr_pe.data.tedlium "${args[@]}"
       touch "$done_marker"
     fi

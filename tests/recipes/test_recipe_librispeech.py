@@ -178,7 +178,7 @@ def test_unreadable_flac_names_the_file(build, tmp_path):
 
 
 def test_checksum_list_in_md5sum_and_sha256sum_format(tmp_path):
-    from asr_pe.data.librispeech import LibriSpeechError, read_checksum_list
+    from asr_pe.data.download import ChecksumListError, read_checksum_list
 
     listing = tmp_path / "md5sum.txt"
     listing.write_text("c0e676e450a7ff2f54aeade5171606fa  dev-clean.tar.gz\n"
@@ -188,5 +188,5 @@ def test_checksum_list_in_md5sum_and_sha256sum_format(tmp_path):
         "test-clean.tar.gz": {"sha256": "76f87d090650617fca0cac8f88b9416e0ebf80350acb97b343a85fa903728ab3"},
     }
     listing.write_text("c0e676e450a7ff2f54aeade5171606fa  dev-clean.tar.gz\nnot a checksum line\n")
-    with pytest.raises(LibriSpeechError, match=r"md5sum.txt:2: not a"):
+    with pytest.raises(ChecksumListError, match=r"md5sum.txt:2: not a"):
         read_checksum_list(listing, tmp_path)

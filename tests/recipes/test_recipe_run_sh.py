@@ -279,18 +279,41 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     assert bad.returncode == 1 and "test-clean.tar.gz" in bad.stderr and "checksum" in bad.stderr
 
 
-def test_tedlium_stages_2_to_6_for_real_on_a_fixture_corpus(build, tmp_path):
+@pytest.mark.slow
+def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(build, tmp_path, http_server):
+    """Stage 0 downloads the official-layout TEDLIUM_release-3.tgz (SPH + STM with
+    inter_segment_gap and ignore lines, legacy/ links into data/, an 88.6 s talk) from a local
+    HTTP mirror and verifies it against the mirror's sha256 list; extract, prepare segments and
+    full talks, long-form, train, evaluate every set (whole talks included), plot; a second call
+    redoes nothing."""
+    import hashlib
+
     build.make_tedlium_tree(tmp_path / "corpus")
+    body = build.make_tedlium_archive(tmp_path / "corpus", tmp_path / "dl").read_bytes()
+    http_server.files["/resources/51/TEDLIUM_release-3.tgz"] = body
+    http_server.files["/resources/51/sha256sum.txt"] = (
+        f"{hashlib.sha256(body).hexdigest()}  TEDLIUM_release-3.tgz\n".encode())
     work = tmp_path / "work"
-    args = ["--work_dir", str(work), "--corpus_dir", str(tmp_path / "corpus"), "--stage", "2",
+    args = ["--work_dir", str(work), "--mirror", http_server.url("/resources/51"),
+            "--checksums", http_server.url("/resources/51/sha256sum.txt"),
             "--longform_durations", "[5]", "--pes", "cape",
             # the fixture's one training talk lacks letters of dev/test: the tokenizer would refuse them
             "--extra", TINY_RECIPE + " data.corpus.train=[train,dev]"]
     out = run(TED, *args, timeout=900)
-    assert "stages 2..6 done" in out.stdout
+    assert "stages 0..6 done" in out.stdout
+    assert [p for p, _ in http_server.requests if p.endswith(".tgz")] == ["/resources/51/TEDLIUM_release-3.tgz"]
     sets = sorted(p.name for p in (work / "runs" / "cape" / "eval").iterdir() if p.is_dir())
     assert sets == ["dev", "dev_long", "dev_talks", "test", "test_long", "test_talks"], sets
     _assert_runs_evaluated_and_plotted(work, ["cape"], sets)
+    talks = read_manifest(work / "manifests" / "test_talks.jsonl")
+    assert max(u.duration for u in talks) > 80.0, "the whole-talk set lost its long talk"
+
+    kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
+    requests = len(http_server.requests)
+    again = run(TED, *args, timeout=300)
+    assert len(http_server.requests) == requests, "stage 0 downloaded again"
+    assert "already downloaded" in again.stdout and "cape: done" in again.stdout
+    assert _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted")) == kept
 
 
 SYNTH = REPO / "recipes" / "synth" / "run.sh"
