@@ -17,6 +17,7 @@ from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config
 
 from .data import ASRDataModule, prepare_run_data
+from .logs import conventional_logging
 from .slurm import check_slurm_layout, requeue_resume, slurm_plugins
 from .run_dir import (
     check_resume_compatible,
@@ -71,6 +72,7 @@ def _callbacks(cfg: DictConfig, run_dir: Path) -> list:
 
 def train(cfg: DictConfig) -> Path:
     """Train one model as configured; returns its run directory."""
+    conventional_logging()
     run_dir = resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     resume = requeue_resume(cfg.get("resume", False))  # a requeued SLURM job continues its run

@@ -162,6 +162,10 @@ def test_study_runner_skips_finished_and_resumes_interrupted(tiny_synth_root, tm
             "checkpoint.every_n_train_steps=3"] + TINY_MODEL + synth_overrides(tiny_synth_root)
     r = run_cli(*args)
     assert r.returncode == 0, r.stderr[-2000:]
+    # one line per Lightning record under Hydra's logging, and no third-party tip
+    output = r.stdout + r.stderr
+    assert output.count("max_steps=3` reached") == 1 and output.count("Seed set to 0") == 1, output[-3000:]
+    assert "Tip:" not in output
     run = sweep / "none_ctc_s0"
     for test_set in ("test", "longform"):
         assert (run / "eval" / test_set / "buckets.csv").exists(), test_set
