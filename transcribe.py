@@ -19,21 +19,29 @@ from asr_pe.training.cli import friendly_errors
 def main(cfg: DictConfig) -> None:
     import torch
 
+    from asr_pe.inference.device import DeviceError
     from asr_pe.inference.transcribe import transcribe_file
 
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     with friendly_errors():
-        result = transcribe_file(
-            cfg.run, cfg.audio, mode=cfg.mode, chunk_s=cfg.chunk_s, overlap_s=cfg.overlap_s,
-            block_size=cfg.block_size, checkpoint=cfg.checkpoint, device=cfg.device,
-            decode=OmegaConf.to_container(cfg.decode, resolve=True), offset=cfg.offset, duration=cfg.duration,
-        )
+        try:
+            result = transcribe_file(
+                cfg.run, cfg.audio, mode=cfg.mode, chunk_s=cfg.chunk_s, overlap_s=cfg.overlap_s,
+                block_size=cfg.block_size, checkpoint=cfg.checkpoint, device=cfg.device,
+                decode=OmegaConf.to_container(cfg.decode, resolve=True), offset=cfg.offset, duration=cfg.duration,
+            )
+        except DeviceError as e:  # device=cuda without a GPU: one line, like friendly_errors
+            if os.environ.get("ASR_PE_DEBUG"):
+                raise
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
     print(result["text"])
     how = (f"block={result['block_size'] or 'none'}" if result["mode"] == "full"
            else f"chunk {result['chunk_s']} s + {result['overlap_s']} s overlap")
     print(f"[transcribe] {result['seconds_audio']:.1f} s of audio, {result['encoder_frames']} encoder frames, "
-          f"mode={result['mode']} ({how}), {result['threads']} threads: features {result['time_features_s']:.2f} s, "
+          f"mode={result['mode']} ({how}), device {result['device']}, {result['threads']} threads: "
+          f"features {result['time_features_s']:.2f} s, "
           f"encoder {result['time_encode_s']:.2f} s, decoding {result['time_decode_s']:.2f} s, RTF {result['rtf']:.3f}, "
           f"peak memory {result['peak_memory_mb'] / 1024:.2f} GiB", file=sys.stderr)
     if cfg.output:

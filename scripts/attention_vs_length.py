@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from asr_pe.data.manifest import read_manifest  # noqa: E402
 from asr_pe.evaluation.attention_stats import STAT_KEYS, attention_stats  # noqa: E402
-from asr_pe.evaluation.buckets import bucket_label  # noqa: E402
+from asr_pe.evaluation.buckets import DEFAULT_EDGES, bucket_label, resolve_edges  # noqa: E402
 from asr_pe.io import atomic_write_text  # noqa: E402
 from asr_pe.training.evaluate import load_run  # noqa: E402
 from asr_pe.training.inspect_run import (  # noqa: E402
@@ -99,11 +99,13 @@ def main(argv: list[str]) -> int:
     cfg, model, _, features, cmvn, ckpt = load_run(a["run"], a["checkpoint"])
     test = a.get("test")
     sets = run_test_sets(cfg, test.split(",") if isinstance(test, str) else test)
-    edges = list(cfg.get("eval", {}).get("edges", [0, 2, 4, 8, 16, 32, 64]))
+    edges_spec = cfg.get("eval", {}).get("edges") or DEFAULT_EDGES  # "doubling" or a list (older runs)
     rows: list[dict] = []
     n_layers = 0
     for name, manifest in sets.items():
-        for label, bucket_utts in first_per_bucket(read_manifest(manifest), edges, a["per_bucket"]).items():
+        utts = read_manifest(manifest)
+        edges = resolve_edges(edges_spec, [u.duration for u in utts])  # the buckets evaluate.py uses
+        for label, bucket_utts in first_per_bucket(utts, edges, a["per_bucket"]).items():
             for utt in bucket_utts:
                 feats = utterance_features(utt, features, cmvn, a.get("max_seconds"))  # (1, T, F)
                 _, attn = encode_with_attention(model, feats)

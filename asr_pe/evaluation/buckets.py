@@ -14,6 +14,14 @@ Buckets: ``edges`` are increasing bucket boundaries in seconds; bucket k is [edg
 An utterance at or beyond the last edge goes into an open last bucket labelled ``"<last>+"``;
 when ``edges[0] > 0`` a bucket [0, edges[0]) is prepended, so no utterance is dropped.
 Empty buckets are omitted from `bucket_table` (they have no WER); `bucketize` returns them all.
+
+The edge scheme used everywhere (``eval.edges: doubling``, `DEFAULT_EDGES`) is ``doubling``:
+0, 2, 4, 8, ... s, doubled until the last edge exceeds the longest utterance of the test set
+(`doubling_edges`), so every duration, up to whole talks of 10-20 minutes, gets a closed bucket
+of its own (a 160 s set lands in 128-256, a 20-minute talk in 1024-2048) and the open bucket
+stays empty. Because empty buckets are omitted, the rows do not depend on where the doubling
+stops: they equal those of any longer doubling list (e.g. [0, 2, ..., 256] on the synth study).
+An explicit list of edges is still accepted (`resolve_edges`).
 """
 
 from __future__ import annotations
@@ -33,13 +41,16 @@ import numpy as np
 from asr_pe.io import atomic_write_text
 
 __all__ = [
-    "DEFAULT_EDGES", "RECORD_KEYS", "ROW_KEYS", "Bucket", "bucket_label", "bucketize",
+    "DEFAULT_EDGES", "DOUBLING", "FIRST_DOUBLING_EDGE", "doubling_edges", "resolve_edges", "describe_edges",
+    "RECORD_KEYS", "ROW_KEYS", "Bucket", "bucket_label", "bucketize",
     "bootstrap_ratio_ci", "bucket_table", "format_table", "write_bucket_files",
     "read_bucket_csv", "write_per_utt", "read_per_utt", "PerUttError", "atomic_write_text",
     "ALL_LABEL",
 ]
 
-DEFAULT_EDGES: tuple[float, ...] = (0, 2, 4, 8, 16, 32, 64)
+DOUBLING = "doubling"             # edges 0, 2, 4, 8, ... up past the longest utterance
+FIRST_DOUBLING_EDGE = 2.0         # seconds: the first doubling bucket is [0, 2)
+DEFAULT_EDGES: str = DOUBLING
 RECORD_KEYS = ("id", "duration", "errors", "ref_words", "sub", "del", "ins",
                "char_errors", "ref_chars")
 ROW_KEYS = ("bucket", "lo", "hi", "utterances", "mean_duration", "ref_words", "errors",
@@ -95,14 +106,54 @@ def _check_record(rec: dict, index: int) -> None:
         raise ValueError(f"record {index} (id={rec.get('id')!r}) has a bad duration {d!r}")
 
 
-def bucketize(records: Iterable[dict], edges: Sequence[float] = DEFAULT_EDGES) -> list[Bucket]:
-    """Assign records to [lo, hi) duration buckets; the last bucket is open. Empty buckets kept."""
-    edges = _check_edges(edges)
+def doubling_edges(max_duration: float, first: float = FIRST_DOUBLING_EDGE) -> list[float]:
+    """[0, first, 2·first, 4·first, ...] up to the first edge > ``max_duration`` (at least [0, first]).
+
+    The last edge is strictly greater than the longest utterance, so the open bucket past it
+    is always empty: ``doubling_edges(160) == [0, 2, 4, ..., 128, 256]``."""
+    max_duration, first = float(max_duration), float(first)
+    if math.isnan(max_duration) or math.isinf(max_duration) or max_duration < 0:
+        raise ValueError(f"max_duration must be finite and >= 0, got {max_duration!r}")
+    if not first > 0 or math.isinf(first):
+        raise ValueError(f"the first doubling edge must be finite and > 0, got {first!r}")
+    edges = [0.0, first]
+    while edges[-1] <= max_duration:
+        edges.append(2 * edges[-1])
+    return edges
+
+
+def resolve_edges(edges: Sequence[float] | str, durations: Iterable[float]) -> list[float]:
+    """Bucket edges for a test set: ``"doubling"`` -> `doubling_edges` of its longest utterance;
+    a list of numbers -> checked and returned (with 0 prepended when it starts above 0)."""
+    if isinstance(edges, str):
+        if edges.strip().lower() != DOUBLING:
+            raise ValueError(f"bucket edges must be {DOUBLING!r} or a list of seconds, got {edges!r}")
+        return doubling_edges(max((float(d) for d in durations), default=0.0))
+    try:
+        values = [float(e) for e in edges]
+    except (TypeError, ValueError):
+        raise ValueError(f"bucket edges must be {DOUBLING!r} or a list of seconds, got {edges!r}") from None
+    return _check_edges(values)
+
+
+def describe_edges(edges: Sequence[float] | str, resolved: Sequence[float]) -> str:
+    """``"doubling: 0 2 4 ... 256"`` or ``"0 5 10 60"``: the edges in seconds, for logs and metadata."""
+    listed = " ".join(_fmt_edge(e) for e in resolved)
+    return f"{DOUBLING}: {listed}" if isinstance(edges, str) else listed
+
+
+def bucketize(records: Iterable[dict], edges: Sequence[float] | str = DEFAULT_EDGES) -> list[Bucket]:
+    """Assign records to [lo, hi) duration buckets; the last bucket is open. Empty buckets kept.
+
+    ``edges``: a list of seconds or ``"doubling"`` (edges from the records' longest duration)."""
+    records = list(records)
+    for i, rec in enumerate(records):
+        _check_record(rec, i)
+    edges = resolve_edges(edges, (rec["duration"] for rec in records))
     buckets = [Bucket(bucket_label(lo, hi), lo, hi) for lo, hi in zip(edges, edges[1:])]
     buckets.append(Bucket(bucket_label(edges[-1], math.inf), edges[-1], math.inf))
     lows = np.asarray(edges)
-    for i, rec in enumerate(records):
-        _check_record(rec, i)
+    for rec in records:
         # index of the last edge <= duration; durations >= edges[-1] land in the open bucket
         k = int(np.searchsorted(lows, float(rec["duration"]), side="right")) - 1
         buckets[k].records.append(rec)
@@ -170,9 +221,11 @@ def _row(label: str, lo: float, hi: float, recs: list[dict], n_boot: int, seed: 
     return row
 
 
-def bucket_table(records: Sequence[dict], edges: Sequence[float] = DEFAULT_EDGES, n_boot: int = 1000,
+def bucket_table(records: Sequence[dict], edges: Sequence[float] | str = DEFAULT_EDGES, n_boot: int = 1000,
                  seed: int = 0, ci: float = 0.95) -> list[dict]:
     """One row per non-empty bucket (in edge order) plus a final ``all`` row; keys `ROW_KEYS`.
+
+    Buckets without utterances get no row (they have no WER), in the files as on the console.
 
     WER/CER are pooled and in %; ``*_ci_low``/``*_ci_high`` are the percentile-bootstrap
     interval at level ``ci``. A bucket whose references hold no words has WER nan.

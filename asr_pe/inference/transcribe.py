@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .chunked import encode_chunked
+from .device import resolve_device
 from .long_form import encode_full, resolve_block_size
 
 MODES = ("full", "chunked")
@@ -78,18 +79,20 @@ def transcribe_file(
     overlap_s: float = 4.0,
     block_size: int | str | None = "auto",
     checkpoint: str = "best",
-    device: str = "cpu",
+    device: str = "auto",
     decode: Mapping[str, Any] | None = None,
     offset: float = 0.0,
     duration: float | None = None,
 ) -> dict[str, Any]:
     """Load a run, read ``audio`` (``offset``/``duration`` in seconds), encode and decode it.
 
-    Returns {"text", "audio", "seconds_audio", "mode", "encoder_frames", "time_features_s",
-    "time_encode_s", "time_decode_s", "rtf", "peak_memory_mb", …}."""
+    ``device``: auto (CUDA when available) | cpu | cuda[:N]. Returns {"text", "audio",
+    "seconds_audio", "mode", "device", "encoder_frames", "time_features_s", "time_encode_s",
+    "time_decode_s", "rtf", "peak_memory_mb", …}."""
     from asr_pe.data.audio import load_audio
     from asr_pe.training.evaluate import decode_batch, load_run
 
+    device = resolve_device(device)
     decode = dict(decode or {"method": "greedy"})
     _, model, tokenizer, extractor, cmvn, ckpt = load_run(run_dir, checkpoint, device)
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
@@ -107,6 +110,8 @@ def transcribe_file(
     def timed_encode(f, lengths):
         s = time.perf_counter()
         out = encode(f, lengths)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)  # CUDA kernels run asynchronously: wait before reading the clock
         timing["encode"] = time.perf_counter() - s
         return out
 
@@ -122,6 +127,7 @@ def transcribe_file(
         "run": str(run_dir),
         "checkpoint": ckpt.name,
         "mode": mode,
+        "device": device,
         "block_size": resolve_block_size(block_size, frames, n_heads) if mode == "full" else None,
         "chunk_s": chunk_s if mode == "chunked" else None,
         "overlap_s": overlap_s if mode == "chunked" else None,

@@ -10,12 +10,14 @@ import sys
 from asr_pe.data.audio import AudioError
 from asr_pe.data.manifest import ManifestError
 from asr_pe.data.tokenizer import TokenizerError
+from asr_pe.inference.device import DeviceError
 from asr_pe.models.positional import UnknownPEError
 
+from .evaluate import EvalSettingsError
 from .slurm import SlurmLayoutError
 
 USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError,
-               SlurmLayoutError)
+               SlurmLayoutError, DeviceError, EvalSettingsError)
 
 
 @contextlib.contextmanager

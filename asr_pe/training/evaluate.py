@@ -3,26 +3,50 @@
 ``evaluate_run(run_dir, cfg_overrides)`` loads the run's saved config, tokenizer, CMVN and
 checkpoint (``weights_only=True``), decodes every selected test set and writes
 ``<run_dir>/eval/<test set>/`` atomically. The decoding method is recorded in the files.
+
+Evaluation settings (``eval:``) are resolved the same way for the evaluation that follows
+``train.py`` and for ``evaluate.py run=<dir>``: `EVAL_DEFAULTS`, then the run's own
+``config.yaml`` ``eval:`` section, then the caller's values that are not null
+(`eval_settings`). ``evaluate.py``'s ``conf/evaluate.yaml`` leaves every ``eval`` key null, so
+a later evaluation buckets, blocks and decodes on the device exactly as the one after
+training did unless a key is given on the command line.
+
+Every selected test manifest is read before anything is decoded; a missing one or one
+without utterances stops the evaluation with one error naming the file (``EmptyTestSetError``),
+never a traceback from the sampler, and no set is silently skipped: a result table that lacks a
+set it was asked for would be read as complete.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from asr_pe.data.dataset import ASRDataset, collate
 from asr_pe.data.features import GlobalCMVN
+from asr_pe.data.manifest import ManifestError, Utterance
 from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.data.tokenizer import load_tokenizer
 from asr_pe.decoding.ctc import ctc_beam_batch, ctc_greedy
-from asr_pe.evaluation.buckets import bucket_table, format_table, write_bucket_files, write_per_utt
+from asr_pe.evaluation.buckets import (
+    DOUBLING,
+    bucket_table,
+    describe_edges,
+    format_table,
+    resolve_edges,
+    write_bucket_files,
+    write_per_utt,
+)
 from asr_pe.evaluation.scoring import score_record
+from asr_pe.inference.device import resolve_device
+from asr_pe.inference.long_form import resolve_block_size
 from asr_pe.models.asr import ASRModel, build_asr_model
 
 from .data import feature_extractor, read_manifests, resolve_manifests, resolve_test_sets
@@ -32,6 +56,94 @@ log = logging.getLogger(__name__)
 
 DECODE_METHODS = ("greedy", "beam", "attention", "joint")
 
+# The evaluation settings when neither the run's config.yaml nor the caller sets them
+# (conf/train.yaml's eval: section repeats them; conf/evaluate.yaml leaves them null).
+EVAL_DEFAULTS: dict[str, Any] = {
+    "edges": DOUBLING,       # 0, 2, 4, 8, ... s until past each set's longest utterance; or a list
+    "n_boot": 1000,          # bootstrap draws per bucket
+    "batch_seconds": 300,    # seconds of audio per decoding batch
+    "block_size": "auto",    # attention query block: auto (sized from the length) | int | none
+    "mode": "full",          # full | chunked
+    "chunk_s": 20.0,
+    "overlap_s": 4.0,
+    "checkpoint": "best",    # best | last
+    "suffix": "",            # results go to eval/<test set><suffix>
+    "device": "auto",        # auto (CUDA when available) | cpu | cuda[:N]
+}
+
+
+class EvalSettingsError(ValueError):
+    """A bad ``eval.*`` setting (unknown key, bad edges, block size, mode, suffix or number)."""
+
+
+class EmptyTestSetError(ManifestError):
+    """A selected test manifest holds no utterances; ``str(e) == "<path>: <reason>"``."""
+
+    def __init__(self, path: str | Path, name: str):
+        reason = (f"test manifest of test set {name!r} has no utterances; re-run the recipe's prepare "
+                  "stage (or leave this set out with data.test=...)")
+        # a ManifestError (what the entry points report in one line) about the whole file, line 0
+        ValueError.__init__(self, f"{path}: {reason}")
+        self.path, self.line, self.reason = str(path), 0, reason
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def eval_settings(run_eval: Mapping[str, Any] | None, override_eval: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`EVAL_DEFAULTS` < the run's own ``eval:`` (its config.yaml) < the caller's non-null values.
+
+    A null at either level means "not set here", so ``conf/evaluate.yaml``'s nulls inherit the
+    run's settings. The caller's keys must be known ones (a typo would otherwise be ignored)."""
+    run_eval, override_eval = dict(_plain(run_eval) or {}), dict(_plain(override_eval) or {})
+    unknown = sorted(set(override_eval) - set(EVAL_DEFAULTS))
+    if unknown:
+        raise EvalSettingsError(f"unknown eval setting(s) {unknown}; known: {sorted(EVAL_DEFAULTS)}")
+    settings = dict(EVAL_DEFAULTS)
+    # keys of older run configs that this version no longer has are left out
+    for source in (run_eval, override_eval):
+        settings.update({k: v for k, v in source.items() if v is not None and k in EVAL_DEFAULTS})
+    check_eval_settings(settings)
+    return settings
+
+
+def check_eval_settings(settings: Mapping[str, Any]) -> None:
+    """Reject bad settings before any model is loaded or audio decoded (EvalSettingsError)."""
+    from asr_pe.inference.transcribe import MODES
+
+    try:
+        resolve_edges(settings["edges"], [])
+        resolve_block_size(settings["block_size"], 1, 1)
+    except ValueError as e:
+        raise EvalSettingsError(f"eval: {e}") from None
+    if settings["mode"] not in MODES:
+        raise EvalSettingsError(f"eval.mode={settings['mode']!r}: choose one of {MODES}")
+    # eval.suffix names a folder beside the others (eval/test, eval/test_joint, ...)
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]*", str(settings["suffix"])):
+        raise EvalSettingsError(f"eval.suffix={settings['suffix']!r}: use letters, digits and _ . + - only "
+                                "(it names a folder)")
+    for key, low, strict in (("n_boot", 0, False), ("batch_seconds", 0, True), ("chunk_s", 0, True),
+                             ("overlap_s", 0, False)):
+        value = settings[key]
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or value < low or (strict and value == low):
+            raise EvalSettingsError(f"eval.{key}={value!r}: must be a number {'>' if strict else '>='} {low}")
+
+
+def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
+    """Read every selected test manifest (in order); a missing or empty one is one clear error."""
+    out = {}
+    for name, path in test_sets.items():
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: test manifest of test set {name!r} not found; run the recipe's "
+                                    "prepare stage first")
+        utts = read_manifests([path])
+        if not utts:
+            raise EmptyTestSetError(path, name)
+        out[name] = utts
+    return out
+
 
 def load_checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
     """The model's state dict from a Lightning checkpoint, loaded with weights_only=True."""
@@ -40,13 +152,20 @@ def load_checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
     return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "cpu"):
-    """-> (config, model in eval mode, tokenizer, features, cmvn) of a trained run."""
-    run_dir = Path(run_dir)
-    cfg_path = run_dir / "config.yaml"
+def load_run_config(run_dir: str | Path) -> DictConfig:
+    """The run's saved ``config.yaml``."""
+    cfg_path = Path(run_dir) / "config.yaml"
     if not cfg_path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
-    cfg = OmegaConf.load(cfg_path)
+    return OmegaConf.load(cfg_path)
+
+
+def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "cpu"):
+    """-> (config, model in eval mode on ``device`` (auto | cpu | cuda[:N]), tokenizer, features, cmvn,
+    checkpoint path) of a trained run."""
+    run_dir = Path(run_dir)
+    cfg = load_run_config(run_dir)
+    device = resolve_device(device)
     ckpt_dir = run_dir / "checkpoints"
     candidates = [ckpt_dir / f"{checkpoint}.ckpt"] + ([ckpt_dir / "last.ckpt"] if checkpoint == "best" else [])
     ckpt = next((p for p in candidates if p.exists()), None)
@@ -91,42 +210,52 @@ def decode_batch(model: ASRModel, batch: dict, tokenizer, decode: Mapping[str, A
 
 
 def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictConfig | None = None,
-                 device: str = "cpu") -> dict[str, list[dict]]:
-    """Decode and score the run's test sets; returns {test set: bucket rows}."""
+                 device: str | None = None) -> dict[str, list[dict]]:
+    """Decode and score the run's test sets; returns {test set + suffix: bucket rows}.
+
+    ``cfg_overrides``: ``decode``, ``eval`` (see `eval_settings`) and ``data.test``;
+    ``device`` (auto | cpu | cuda[:N]), when given, wins over ``eval.device``."""
     run_dir = Path(run_dir)
     over = OmegaConf.create(OmegaConf.to_container(cfg_overrides, resolve=True) if isinstance(cfg_overrides, DictConfig)
                             else dict(cfg_overrides or {}))
-    eval_cfg = over.get("eval") or {}
+    cfg = load_run_config(run_dir)
+    settings = eval_settings(cfg.get("eval"), over.get("eval"))
+    if device is not None:
+        settings["device"] = device
+    device = resolve_device(settings["device"])
     # eval.suffix keeps several evaluations of one set side by side (eval/test, eval/test_joint,
     # eval/test_chunked20): without it a second decoding method would replace the first's files
-    suffix = str(eval_cfg.get("suffix") or "")
-    if not re.fullmatch(r"[A-Za-z0-9_.+-]*", suffix):
-        raise ValueError(f"eval.suffix={suffix!r}: use letters, digits and _ . + - only (it names a folder)")
+    suffix = str(settings["suffix"])
+    edges_spec = settings["edges"]
     decode = (OmegaConf.to_container(over.decode, resolve=True) if over.get("decode") is not None
               else {"method": "greedy"})
-    cfg, model, tokenizer, features, cmvn, ckpt = load_run(run_dir, eval_cfg.get("checkpoint", "best"), device)
-    if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
-        decode["method"] = "attention"
-        log.info("model has no CTC head: decoding with the attention decoder")
-    if eval_cfg.get("block_size") and str(eval_cfg["block_size"]) != "auto":
-        model.encoder.set_block_size(int(eval_cfg["block_size"]))
-    # eval.mode: full (one pass per utterance; front end in exact time chunks for long inputs)
-    # or chunked (chunk_s pieces with overlap_s context each side); see asr_pe/inference.
-    from asr_pe.inference.transcribe import make_encode_fn
-
-    mode = str(eval_cfg.get("mode", "full"))
-    encode = make_encode_fn(model, mode, block_size=eval_cfg.get("block_size"),
-                            chunk_s=float(eval_cfg.get("chunk_s", 20.0)), overlap_s=float(eval_cfg.get("overlap_s", 4.0)))
     data_cfg = cfg.data.copy()
     if over.get("data") is not None and over.data.get("test") is not None:
         data_cfg.test = over.data.test
     test_sets = resolve_test_sets(data_cfg, resolve_manifests(data_cfg))
-    edges = list(eval_cfg.get("edges", [0, 2, 4, 8, 16, 32, 64]))
+    test_utts = read_test_sets(test_sets)  # every set checked before the first is decoded
+    cfg, model, tokenizer, features, cmvn, ckpt = load_run(run_dir, settings["checkpoint"], device)
+    if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
+        decode["method"] = "attention"
+        log.info("model has no CTC head: decoding with the attention decoder")
+    block_size = settings["block_size"]
+    if str(block_size) != "auto":
+        # chunked mode runs model.encoder itself: an explicit block size applies there too (auto
+        # leaves its chunks, at most chunk_s + 2·overlap_s long, unblocked)
+        model.encoder.set_block_size(resolve_block_size(block_size, 1, 1))
+    # eval.mode: full (one pass per utterance; front end in exact time chunks for long inputs,
+    # attention in query blocks sized from the length with block_size=auto) or chunked (chunk_s
+    # pieces with overlap_s context each side); see asr_pe/inference.
+    from asr_pe.inference.transcribe import make_encode_fn
+
+    mode = str(settings["mode"])
+    encode = make_encode_fn(model, mode, block_size=block_size, chunk_s=float(settings["chunk_s"]),
+                            overlap_s=float(settings["overlap_s"]))
     results = {}
     for name, path in test_sets.items():
-        utts = read_manifests([path])
+        utts = test_utts[name]
         ds = ASRDataset(utts, None, features, cmvn, None)
-        sampler = DurationBucketSampler([u.duration for u in utts], float(eval_cfg.get("batch_seconds", 300)),
+        sampler = DurationBucketSampler([u.duration for u in utts], float(settings["batch_seconds"]),
                                         num_buckets=1, shuffle=False)
         loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
         records, t0 = [], time.time()
@@ -136,17 +265,27 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
                 records.append(score_record(uid, dur, ref, hyp))
         by_id = {u.id: i for i, u in enumerate(utts)}
         records.sort(key=lambda r: by_id[r["id"]])  # manifest order
-        rows = bucket_table(records, edges, n_boot=int(eval_cfg.get("n_boot", 1000)), seed=0)
+        # edges from the scored durations themselves (the batch's float32 copies of the manifest's)
+        edges = resolve_edges(edges_spec, [r["duration"] for r in records])
+        past_last = sum(r["duration"] >= edges[-1] for r in records)
+        if past_last:
+            log.warning("%s: %d of %d utterances are at or past the last bucket edge %g s and share the open "
+                        "bucket; eval.edges=%s gives every length its own bucket", name, past_last, len(records),
+                        edges[-1], DOUBLING)
+        rows = bucket_table(records, edges, n_boot=int(settings["n_boot"]), seed=0)
         out = run_dir / "eval" / f"{name}{suffix}"
         out.mkdir(parents=True, exist_ok=True)
         meta = {"run": str(run_dir), "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "test_set": name,
                 "manifest": str(path), "checkpoint": ckpt.name, "decode": decode, "mode": mode,
-                **({"chunk_s": eval_cfg.get("chunk_s", 20.0), "overlap_s": eval_cfg.get("overlap_s", 4.0)}
-                   if mode == "chunked" else {}),
+                **({"chunk_s": settings["chunk_s"], "overlap_s": settings["overlap_s"]} if mode == "chunked"
+                   else {"block_size": block_size}),
+                "edges": describe_edges(edges_spec, edges), "device": device,
                 "seconds": round(time.time() - t0, 1)}
         write_per_utt(records, out / "per_utt.jsonl")
         write_bucket_files(rows, out, meta=meta)
-        print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')}")
+        print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')} "
+              f"device={device}")
         print(format_table(rows))
+        print(f"bucket edges (s): {meta['edges']}; buckets without utterances have no row")
         results[f"{name}{suffix}"] = rows
     return results

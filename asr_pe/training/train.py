@@ -101,6 +101,10 @@ def train(cfg: DictConfig) -> Path:
         plugins=slurm_plugins(),  # under SLURM: its ranks, with submitit (not Lightning) requeuing
     )
     check_slurm_layout(trainer.num_devices, trainer.num_nodes)
+    if cfg.get("eval_after_train", True):
+        from asr_pe.inference.device import resolve_device
+
+        resolve_device(cfg.eval.get("device", "auto"))  # eval.device=cuda on a CPU node: fail now, not after training
     zero = trainer.is_global_zero
     if zero:
         print(f"[asr_pe] run directory: {run_dir}")

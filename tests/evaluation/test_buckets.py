@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 
 from asr_pe.evaluation.buckets import (
-    DEFAULT_EDGES, ROW_KEYS, PerUttError, bucket_table, bucketize, format_table,
+    ROW_KEYS, PerUttError, bucket_table, bucketize, format_table,
     read_bucket_csv, read_per_utt, write_bucket_files, write_per_utt,
 )
 from asr_pe.evaluation.scoring import score_record
+
+# an explicit edge list ending at 64 s: longer utterances share the open bucket "64+"
+EDGES_TO_64 = [0, 2, 4, 8, 16, 32, 64]
 
 
 def rec(uid, duration, errors, words, chars_err=None, chars=None):
@@ -37,7 +40,7 @@ def row_of(rows, label):
 
 def test_wer_is_pooled_not_mean_of_utterance_wers():
     recs = [rec("a", 1.0, 1, 10, 2, 50), rec("b", 1.5, 3, 2, 4, 10), rec("c", 3.0, 0, 4, 0, 20)]
-    rows = bucket_table(recs, DEFAULT_EDGES, n_boot=50)
+    rows = bucket_table(recs, EDGES_TO_64, n_boot=50)
     r = row_of(rows, "0-2")
     assert r["utterances"] == 2 and r["ref_words"] == 12 and r["errors"] == 4
     assert r["wer"] == pytest.approx(100 * 4 / 12)      # mean of per-utterance WERs would be 80 %
@@ -58,11 +61,11 @@ def test_sub_del_ins_are_summed():
 def test_bucket_boundaries_and_open_last_bucket():
     recs = [rec("lo", 0.0, 0, 1), rec("edge", 2.0, 0, 1), rec("just", 63.99, 0, 1),
             rec("at", 64.0, 0, 1), rec("long", 500.0, 0, 1)]
-    buckets = {b.label: [r["id"] for r in b.records] for b in bucketize(recs, DEFAULT_EDGES)}
+    buckets = {b.label: [r["id"] for r in b.records] for b in bucketize(recs, EDGES_TO_64)}
     assert buckets["0-2"] == ["lo"] and buckets["2-4"] == ["edge"]
     assert buckets["32-64"] == ["just"] and buckets["64+"] == ["at", "long"]
     assert sum(len(v) for v in buckets.values()) == len(recs)          # nothing dropped
-    rows = bucket_table(recs, DEFAULT_EDGES, n_boot=10)
+    rows = bucket_table(recs, EDGES_TO_64, n_boot=10)
     assert row_of(rows, "64+")["hi"] == math.inf
     # empty buckets are omitted, the table keeps edge order
     assert [r["bucket"] for r in rows] == ["0-2", "2-4", "32-64", "64+", "all"]
@@ -138,7 +141,7 @@ def test_bucket_without_reference_words_has_nan_wer():
 
 def test_files_written_and_parseable(tmp_path):
     recs = random_records(12, 0) + [rec("long", 100.0, 1, 10)]
-    rows = bucket_table(recs, n_boot=100)
+    rows = bucket_table(recs, n_boot=100)  # doubling edges: the 100 s utterance is in 64-128
     meta = {"run": "r1", "pe": "rope", "loss": "ctc", "decoding": "greedy", "test_set": "test"}
     paths = write_bucket_files(rows, tmp_path / "eval", meta=meta)
     with open(paths["csv"], newline="") as f:
@@ -152,7 +155,8 @@ def test_files_written_and_parseable(tmp_path):
         assert got["hi"] == want["hi"]                       # inf survives the round trip
     md = paths["md"].read_text()
     assert "rope" in md.splitlines()[0] and "greedy" in md.splitlines()[0]
-    assert "| 64+ |" in md and "| all |" in md
+    assert "| 64-128 |" in md and "| all |" in md and "empty buckets omitted" in md
+    assert [r["bucket"] for r in rows] == ["0-2", "64-128", "all"]
     assert json.loads(paths["meta"].read_text()) == meta
     assert not [p for p in (tmp_path / "eval").iterdir() if p.name.endswith(".tmp")]
 

@@ -1,0 +1,45 @@
+"""Which device evaluation and transcription run on: ``device=auto|cpu|cuda[:N]``.
+
+``auto`` (the default of ``evaluate.py``, ``transcribe.py`` and the evaluation after
+``train.py``) is CUDA when torch sees a GPU, else the CPU, so a run trained on a GPU node is
+also evaluated there. Asking for ``cuda`` where torch sees none is one clear error, not a
+fallback: a silent CPU evaluation of a 20-minute talk would take hours instead of seconds.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+class DeviceError(ValueError):
+    """A ``device`` setting that is not auto/cpu/cuda[:N], or a GPU that torch cannot use."""
+
+
+def resolve_device(spec: str | torch.device | None = "auto") -> str:
+    """``"auto"`` / None -> ``"cuda"`` when ``torch.cuda.is_available()``, else ``"cpu"``;
+    ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` -> itself when that GPU exists, else DeviceError."""
+    text = "auto" if spec is None else str(spec).strip().lower()
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if text == "cpu":
+        return "cpu"
+    match = re.fullmatch(r"cuda(?::(\d+))?", text)
+    if match is None:
+        raise DeviceError(f"device={spec!r}: choose auto, cpu, cuda or cuda:<index>")
+    if not torch.cuda.is_available():
+        raise DeviceError(
+            f"device={text}: torch sees no CUDA GPU (torch.cuda.is_available() is False; torch "
+            f"{torch.__version__}, built for CUDA {torch.version.cuda}: no GPU, or an NVIDIA driver "
+            "too old for this build, see README 'GPU / CUDA driver'); use device=auto or device=cpu")
+    if match.group(1) is not None and int(match.group(1)) >= torch.cuda.device_count():
+        raise DeviceError(
+            f"device={text}: only {torch.cuda.device_count()} CUDA GPU(s) visible "
+            "(indices start at 0; CUDA_VISIBLE_DEVICES renumbers them)")
+    return text
+
+
+__all__ = ["DEVICE_CHOICES", "DeviceError", "resolve_device"]
