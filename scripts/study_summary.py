@@ -5,7 +5,7 @@ per-bucket CER with CIs of each decoding).
     python scripts/study_summary.py recipes/synth/study/runs/*_ctc_s* [--short test] [--long longform] \\
         [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--attention-names ...] \\
         [--decodings test [test_joint ...]] [--decodings-long longform] [--out FILE.md]
-    python scripts/study_summary.py recipes/synth/study_noam/runs/*_hybrid_s* --short test_ctc --long longform_ctc \\
+    python scripts/study_summary.py recipes/synth/study/runs/*_hybrid_s* --short test_ctc --long longform_ctc \\
         --decodings test test_joint test_ctc --decodings-long longform_ctc      # the seq2seq study's tables
 
 Arguments are run dirs or folders searched for them (as for plot_wer_vs_length.py). Prints the

@@ -14,7 +14,7 @@ from asr_pe.models.positional.t5 import T5RelativeBias, t5_bucket
 
 D, H = 32, 4
 
-# PE_REFERENCE.md: r = j − i -> bucket (num_buckets=32, max_distance=128, bidirectional)
+# Reference values (HF T5 relative buckets): r = j − i -> bucket (num_buckets=32, max_distance=128, bidirectional)
 REFERENCE = {0: 0, -7: 7, -8: 8, -64: 14, 1: 17, 8: 24, 64: 30}
 REFERENCE.update({r: 15 for r in (-100, -127, -128, -129, -200, -10_000)})
 REFERENCE.update({r: 31 for r in (100, 127, 128, 200, 10_000)})

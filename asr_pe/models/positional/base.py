@@ -1,6 +1,6 @@
 """Base classes and registry for positional encodings.
 
-A PE acts at one of two stages (see PE_REFERENCE.md):
+A PE acts at one of two stages (see docs/design.md, "Positional encodings"):
 
 * input stage (`InputPE`): added to the subsampled features before the first block;
 * attention stage (`AttentionPE`): hooks called by `MultiHeadAttention` of every layer.
