@@ -74,7 +74,7 @@ def test_each_epoch_is_a_new_order_of_the_same_utterances(tiny_synth_root, tmp_p
 
 # With loader workers the first batches are drawn when the iterator is created, before
 # Lightning's set_epoch: the epoch must already be right then.
-@pytest.mark.parametrize("workers", [0, 1])
+@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_resume_mid_epoch_continues_with_the_batches_of_an_uninterrupted_run(
         tiny_synth_root, tmp_path, record_batches, workers):
     train(_cfg(tiny_synth_root, tmp_path / "full", "trainer.max_steps=-1", "trainer.max_epochs=3",
