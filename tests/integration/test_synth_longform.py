@@ -41,3 +41,32 @@ def test_synth_longform_from_test_split(tiny_synth_root):
     again = prepare_synth(root=tiny_synth_root, progress=False, longform={"durations": [8], "gap_s": 0.5},
                           **TINY_SYNTH)
     assert again == paths
+
+
+def test_concurrent_jobs_build_the_long_form_set_once(tiny_synth_root, monkeypatch):
+    """Sweep jobs starting together (a SLURM array) must not write the same files at once."""
+    import threading
+    import time
+
+    import asr_pe.data.longform as longform
+    from asr_pe.data.synth.corpus import build_synth_longform
+
+    corpus_dir = next(Path(tiny_synth_root).glob("synth/*/"))
+    calls = []
+    real = longform.build_longform
+
+    def slow_build(*args, **kwargs):
+        calls.append(threading.get_ident())
+        time.sleep(0.3)  # the other job arrives while this one builds
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(longform, "build_longform", slow_build)
+    results = []
+    jobs = [threading.Thread(target=lambda: results.append(build_synth_longform(corpus_dir, durations=[7])))
+            for _ in range(2)]
+    for job in jobs:
+        job.start()
+    for job in jobs:
+        job.join(30)
+    assert len(calls) == 1 and len(results) == 2 and results[0] == results[1]
+    assert read_manifest(results[0]), "the long-form set is empty"

@@ -528,13 +528,18 @@ def build_synth_longform(corpus_dir: str | os.PathLike, *, durations: Sequence[f
     done = out_dir / "COMPLETE"
     if done.exists():
         return manifest
-    test = read_manifest(Path(corpus_dir) / "test.jsonl")
-    by_speaker = sorted(test, key=lambda u: u.speaker or "")  # stable: manifest order within a speaker
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _, report = build_longform(by_speaker, list(durations), out_dir, gap_s=gap_s, tolerance=tolerance,
-                               max_per_duration=max_per_duration, manifest_path=manifest)
-    log.info("synth long-form set %s: %s", manifest, report.summary())
-    atomic_write_text(done, key + "\n")
+    # Concurrent jobs of a sweep (e.g. a SLURM array) may all reach this point: one builds while
+    # the others wait on the corpus lock and then find the set complete.
+    with _build_lock(Path(corpus_dir)):
+        if done.exists():
+            return manifest
+        test = read_manifest(Path(corpus_dir) / "test.jsonl")
+        by_speaker = sorted(test, key=lambda u: u.speaker or "")  # stable: manifest order within a speaker
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _, report = build_longform(by_speaker, list(durations), out_dir, gap_s=gap_s, tolerance=tolerance,
+                                   max_per_duration=max_per_duration, manifest_path=manifest)
+        log.info("synth long-form set %s: %s", manifest, report.summary())
+        atomic_write_text(done, key + "\n")
     return manifest
 
 
