@@ -16,6 +16,7 @@ from asr_pe.io import atomic_write_text
 
 from asr_pe.models.asr import build_asr_model, frontend_from_config
 
+from .checkpoint_io import RunFolderCheckpointIO
 from .data import ASRDataModule, prepare_run_data
 from .logs import conventional_logging
 from .slurm import check_slurm_layout, requeue_resume, slurm_plugins
@@ -98,7 +99,8 @@ def train(cfg: DictConfig) -> Path:
         callbacks=_callbacks(cfg, run_dir),
         logger=loggers,
         use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
-        plugins=slurm_plugins(),  # under SLURM: its ranks, with submitit (not Lightning) requeuing
+        # under SLURM: its ranks, with submitit (not Lightning) requeuing; checkpoints atomic in the run folder
+        plugins=[*slurm_plugins(), RunFolderCheckpointIO()],
     )
     check_slurm_layout(trainer.num_devices, trainer.num_nodes)
     if cfg.get("eval_after_train", True):

@@ -47,3 +47,32 @@ def test_a_marker_of_other_data_is_not_taken_and_waiting_times_out(tmp_path):
     (tmp_path / DATA_READY).write_text('{"key": "other", "error": null}')
     with pytest.raises(TimeoutError, match="rank 1: rank 0 did not prepare"):
         prepare_on_rank_zero(tmp_path, "k", 1, lambda: None, timeout_s=0.1, poll_s=0.02)
+
+
+def test_checkpoints_are_replaced_atomically_in_their_own_folder(tmp_path, monkeypatch):
+    """A save killed half-way leaves the previous checkpoint whole (and no temporary file in $TMPDIR)."""
+    import torch
+
+    from asr_pe.training.checkpoint_io import RunFolderCheckpointIO
+
+    elsewhere = tmp_path / "tmpdir"
+    elsewhere.mkdir()
+    monkeypatch.setenv("TMPDIR", str(elsewhere))
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    io = RunFolderCheckpointIO()
+    io.save_checkpoint({"global_step": 1, "w": torch.ones(3)}, ckpt)
+    assert io.load_checkpoint(ckpt, weights_only=True)["global_step"] == 1
+
+    import asr_pe.io as atomic
+
+    real_replace = atomic.os.replace
+
+    def killed(*args):  # the job dies just before the rename
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        io.save_checkpoint({"global_step": 2, "w": torch.zeros(3)}, ckpt)
+    monkeypatch.setattr(atomic.os, "replace", real_replace)
+    assert io.load_checkpoint(ckpt, weights_only=True)["global_step"] == 1
+    assert sorted(p.name for p in ckpt.parent.iterdir()) == ["last.ckpt"] and not list(elsewhere.iterdir())
