@@ -357,3 +357,13 @@ def tiny_synth_root_for_slurm(tmp_path_factory):
     root = tmp_path_factory.mktemp("synth_slurm")
     prepare_synth(root=root, progress=False, **TINY_SYNTH)
     return root
+
+
+def test_ddp_in_a_local_multirun_is_refused_but_allowed_where_the_ranks_exist_already():
+    from asr_pe.training.slurm import SlurmLayoutError, check_multirun_ddp
+
+    with pytest.raises(SlurmLayoutError, match="local multirun"):
+        check_multirun_ddp(multirun=True, world_size=2, processes_external=False)
+    check_multirun_ddp(multirun=True, world_size=8, processes_external=True)   # SLURM / torchrun
+    check_multirun_ddp(multirun=False, world_size=8, processes_external=False)  # one run, Lightning's launcher
+    check_multirun_ddp(multirun=True, world_size=1, processes_external=False)   # the synth study's sweeps

@@ -112,3 +112,18 @@ def check_slurm_layout(num_devices: int, num_nodes: int, environ: Mapping[str, s
                 f"trainer.num_nodes nodes), or sbatch/srun with --ntasks-per-node={num_devices} "
                 f"--nodes={num_nodes}, or set trainer.devices / trainer.num_nodes to the job's layout"
             )
+
+
+def check_multirun_ddp(multirun: bool, world_size: int, processes_external: bool) -> None:
+    """Refuse DDP inside a local Hydra multirun (``-m``) where Lightning starts the ranks itself.
+
+    Lightning's subprocess launcher starts ranks 1.. by running the same command line again
+    (``sys.argv`` with ``-m`` and every sweep value): each rank would run the whole sweep. Under
+    SLURM (or torchrun) the ranks exist before Lightning starts, so a multirun is fine there.
+    """
+    if multirun and world_size > 1 and not processes_external:
+        raise SlurmLayoutError(
+            f"a {world_size}-process DDP trainer in a local multirun (-m) is not supported: Lightning would start "
+            "each extra rank by running the whole sweep again. Run one `python train.py trainer=ddp ...` per "
+            "configuration, or launch the sweep with hydra/launcher=slurm (one SLURM task per device)"
+        )

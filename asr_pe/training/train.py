@@ -19,7 +19,7 @@ from asr_pe.models.asr import build_asr_model, frontend_from_config
 from .checkpoint_io import RunFolderCheckpointIO
 from .data import ASRDataModule, prepare_run_data
 from .logs import conventional_logging
-from .slurm import check_slurm_layout, requeue_resume, slurm_plugins
+from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
 from .run_dir import (
     check_resume_compatible,
     data_key,
@@ -71,6 +71,13 @@ def _callbacks(cfg: DictConfig, run_dir: Path) -> list:
     ]
 
 
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def train(cfg: DictConfig) -> Path:
     """Train one model as configured; returns its run directory."""
     conventional_logging()
@@ -103,6 +110,9 @@ def train(cfg: DictConfig) -> Path:
         plugins=[*slurm_plugins(), RunFolderCheckpointIO()],
     )
     check_slurm_layout(trainer.num_devices, trainer.num_nodes)
+    check_multirun_ddp(_in_multirun(), trainer.world_size,
+                       trainer.strategy.cluster_environment.creates_processes_externally
+                       if getattr(trainer.strategy, "cluster_environment", None) is not None else True)
     if cfg.get("eval_after_train", True):
         from asr_pe.inference.device import resolve_device
 
