@@ -134,6 +134,10 @@ class Encoder(nn.Module):
             layer.attn.block_size = block_size
 
 
+class EncoderConfigError(ValueError):
+    """An encoder setting that cannot work; the message names the config key."""
+
+
 def build_encoder(
     kind: str = "conformer",
     pe: Any = "none",
@@ -152,6 +156,12 @@ def build_encoder(
     **pe_options: Any,
 ) -> Encoder:
     """Build an encoder; ``pe`` is a name, ``"input+attention"`` or a mapping (see positional)."""
+    if d_model % n_heads:
+        divisors = [h for h in range(1, min(d_model, 16) + 1) if d_model % h == 0]
+        raise EncoderConfigError(
+            f"encoder.d_model={d_model} is not divisible by encoder.n_heads={n_heads}: every head gets "
+            f"d_model / n_heads channels; choose n_heads in {divisors} or another d_model"
+        )
     ffn_dim = ffn_dim or 4 * d_model
     attn_opts = {"bias_mode": bias_mode, "block_size": block_size}
     if kind == "transformer":
@@ -163,7 +173,7 @@ def build_encoder(
                                  **attn_opts) for _ in range(n_layers)]
         final_norm = False  # every Conformer block ends in a LayerNorm
     else:
-        raise ValueError(f"unknown encoder kind {kind!r}; choose 'conformer' or 'transformer'")
+        raise EncoderConfigError(f"unknown encoder kind {kind!r} (encoder.kind); choose 'conformer' or 'transformer'")
     pos = build_positional(pe, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
                            frame_shift_s=frame_shift_s, **pe_options)
     return Encoder(nn.ModuleList(layers), pos, d_model, dropout, final_norm)

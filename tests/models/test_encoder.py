@@ -82,3 +82,12 @@ def test_asr_model_ctc_shapes():
     lp = m.ctc_log_probs(enc)
     assert lp.shape == (2, 24, 30) and n.tolist() == [24, 14]
     assert torch.allclose(lp.exp().sum(-1), torch.ones(2, 24), atol=1e-5)
+
+
+def test_d_model_not_divisible_by_heads_names_both_keys():
+    import pytest
+
+    from asr_pe.models.encoder import EncoderConfigError, build_encoder
+
+    with pytest.raises(EncoderConfigError, match=r"encoder.d_model=100 is not divisible by encoder.n_heads=3.*\[1, 2, 4, 5, 10\]"):
+        build_encoder("transformer", pe="none", d_model=100, n_heads=3, n_layers=1)
