@@ -86,7 +86,8 @@ def test_doubling_reproduces_every_committed_synth_study_table():
     [0, 2, 4, ..., 256]; the doubling scheme from each set's own longest utterance gives the
     identical buckets.csv, bootstrap intervals included (same seed, same bucket labels)."""
     per_utt_files = sorted((ROOT / "recipes" / "synth").glob("study*/**/eval/*/per_utt.jsonl"))
-    assert len(per_utt_files) >= 100, "the committed synth-study results are missing"
+    # the current CTC study alone: 24 runs x (test, longform)
+    assert len(per_utt_files) >= 48, "the committed synth-study results are missing"
     longest = 0.0
     for path in per_utt_files:
         records = read_per_utt(path)

@@ -333,7 +333,9 @@ def test_synth_stage_2_runs_one_process_per_run_seed_major_sharing_the_cores(tmp
     want = [f"{per_job} train.py -m experiment=synth_study hydra.sweep.dir={study} pe={pe} seed={seed} loss=ctc "
             "trainer.max_steps=2" for seed in (0, 1) for pe in ("none", "rope", "cape")]
     assert sorted(got) == sorted(want)
-    assert set(got[:2]) == set(want[:2])  # seed-major queue, two at a time
+    # seed-major queue, two at a time: the first two to start are among the first three queued (on a
+    # loaded machine the first run can end, and the third start, before the second has logged)
+    assert set(got[:2]) <= set(want[:3])
     assert out.stdout.count("done ") == 6
     assert sorted(p.name for p in (study / "logs").iterdir()) == sorted(
         f"{pe}_ctc_s{seed}.log" for seed in (0, 1) for pe in ("none", "rope", "cape"))
