@@ -44,21 +44,29 @@ def make_pad_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Te
 def _combine_mask(
     bias: torch.Tensor | None,
     key_padding_mask: torch.Tensor | None,
-    causal_offset: int | None,
-    q_pos: torch.Tensor,
-    k_pos: torch.Tensor,
+    hidden: torch.Tensor | None,
     dtype: torch.dtype,
 ) -> torch.Tensor | None:
-    """Additive float mask broadcastable to (B, H, Tq, Tk): bias, -inf at padded/future keys."""
+    """Additive float mask broadcastable to (B, H, Tq, Tk): bias, finfo.min at padded keys and
+    at the (Tq, Tk) ``hidden`` ones (future keys of a causal layer, keys outside a window)."""
     neg = torch.finfo(dtype).min
     mask = bias
     if key_padding_mask is not None:
         pad = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
         mask = pad.to(dtype) * neg if mask is None else mask.masked_fill(pad, neg)
-    if causal_offset is not None:
-        future = k_pos[None, :] > q_pos[:, None]  # (Tq, Tk)
-        mask = future.to(dtype) * neg if mask is None else mask.masked_fill(future, neg)
+    if hidden is not None:
+        mask = hidden.to(dtype) * neg if mask is None else mask.masked_fill(hidden, neg)
     return mask
+
+
+def hidden_keys(q_pos: torch.Tensor, k_pos: torch.Tensor, causal: bool, window: int | None) -> torch.Tensor | None:
+    """(Tq, Tk) bool, True where query q_pos[a] may not see key k_pos[b]: a future key of a
+    causal layer, or a key more than ``window`` frames away (|i − j| > window); None if neither."""
+    hidden = (k_pos[None, :] > q_pos[:, None]) if causal else None  # (Tq, Tk)
+    if window is not None:
+        far = (q_pos[:, None] - k_pos[None, :]).abs() > window  # (Tq, Tk)
+        hidden = far if hidden is None else hidden | far
+    return hidden
 
 
 def attention_reference(
@@ -80,13 +88,14 @@ def attention_reference(
     return torch.matmul(dropped, v), weights, dropped
 
 
-def attention_explicit(q, k, v, bias, key_padding_mask, future, dropout_p=0.0):
+def attention_explicit(q, k, v, bias, key_padding_mask, hidden, dropout_p=0.0):
     """Fast explicit attention: as ``attention_reference`` with the mask parts applied in place.
 
     The scale goes on q (a pass over (B, H, Tq, d), not over the scores); bias, padding and
     causal mask are added / filled into the score tensor in place (no combined mask is built).
     q (B, H, Tq, d), k/v (B, H, Tk, d), bias broadcastable to (B, H, Tq, Tk) or None,
-    key_padding_mask (B, Tk) True = pad or None, future (Tq, Tk) True = hidden or None
+    key_padding_mask (B, Tk) True = pad or None, hidden (Tq, Tk) True = a key the query may not see
+    (``hidden_keys``) or None
     -> out (B, H, Tq, d), weights, weights after dropout."""
     scores = torch.matmul(q * (1.0 / math.sqrt(q.size(-1))), k.transpose(-2, -1))  # (B, H, Tq, Tk)
     neg = torch.finfo(scores.dtype).min
@@ -94,8 +103,8 @@ def attention_explicit(q, k, v, bias, key_padding_mask, future, dropout_p=0.0):
         scores = scores.add_(bias)
     if key_padding_mask is not None:
         scores = scores.masked_fill_(key_padding_mask[:, None, None, :], neg)
-    if future is not None:
-        scores = scores.masked_fill_(future, neg)
+    if hidden is not None:
+        scores = scores.masked_fill_(hidden, neg)
     weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return torch.matmul(dropped, v), weights, dropped
@@ -108,14 +117,14 @@ def attention_explicit(q, k, v, bias, key_padding_mask, future, dropout_p=0.0):
 FUSED_GRAD_MIN_KEYS = 768
 
 
-def _bias_grad_backward(q, k, v, bias, out, d_out, key_padding_mask, future, scale, need_bias):
+def _bias_grad_backward(q, k, v, bias, out, d_out, key_padding_mask, hidden, scale, need_bias):
     """The written-out backward of softmax(QKᵀ·scale + bias + masks)·V (see ``_SDPAWithBiasGrad``)
     -> d_q, d_k, d_v, d_bias (None unless ``need_bias``; shaped like ``bias``)."""
     scores = torch.matmul(q, k.transpose(-2, -1)).mul_(scale).add_(bias)  # (B, H, Tq, Tk)
     if key_padding_mask is not None:
         scores.masked_fill_(key_padding_mask[:, None, None, :], torch.finfo(scores.dtype).min)
-    if future is not None:
-        scores.masked_fill_(future, torch.finfo(scores.dtype).min)
+    if hidden is not None:
+        scores.masked_fill_(hidden, torch.finfo(scores.dtype).min)
     p = torch.softmax(scores.float(), dim=-1).to(q.dtype)
     del scores
     d_v = torch.matmul(p.transpose(-2, -1), d_out)  # (B, H, Tk, d)
@@ -150,11 +159,11 @@ class _SDPAWithBiasGrad(torch.autograd.Function):
     would make each slice's backward fill a zero gradient the size of the whole bias)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, bias, key_padding_mask, future, scale, key_lengths=None):
+    def forward(ctx, q, k, v, bias, key_padding_mask, hidden, scale, key_lengths=None):
         neg = torch.finfo(q.dtype).min
         mask = bias.detach()
-        if future is not None:
-            mask = mask.masked_fill(future, neg)
+        if hidden is not None:
+            mask = mask.masked_fill(hidden, neg)
         # detached: torch picks its unfused math kernel for a mask that requires grad, even here
         qd, kd, vd = q.detach(), k.detach(), v.detach()
         if key_lengths is None:
@@ -168,25 +177,25 @@ class _SDPAWithBiasGrad(torch.autograd.Function):
                                                attn_mask=_batch_row(mask, b)[..., :n], scale=scale)
                 for b, n in enumerate(key_lengths)
             ], dim=0)  # (B, H, Tq, d)
-        ctx.save_for_backward(q, k, v, bias, out, key_padding_mask, future)
+        ctx.save_for_backward(q, k, v, bias, out, key_padding_mask, hidden)
         ctx.scale, ctx.key_lengths = scale, key_lengths
         return out
 
     @staticmethod
     def backward(ctx, d_out):
-        q, k, v, bias, out, key_padding_mask, future = ctx.saved_tensors
+        q, k, v, bias, out, key_padding_mask, hidden = ctx.saved_tensors
         scale, need_bias = ctx.scale, ctx.needs_input_grad[3]
         if ctx.key_lengths is None:
-            d_q, d_k, d_v, d_bias = _bias_grad_backward(q, k, v, bias, out, d_out, key_padding_mask, future,
+            d_q, d_k, d_v, d_bias = _bias_grad_backward(q, k, v, bias, out, d_out, key_padding_mask, hidden,
                                                         scale, need_bias)
             return d_q, d_k, d_v, d_bias, None, None, None, None
         d_q, d_k, d_v = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)  # padded keys: 0
         d_bias = torch.zeros_like(bias) if need_bias else None
         for b, n in enumerate(ctx.key_lengths):
-            fut = None if future is None else future[:, :n]
+            hid = None if hidden is None else hidden[:, :n]
             gq, gk, gv, gb = _bias_grad_backward(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n],
                                                  _batch_row(bias, b)[..., :n], out[b:b + 1], d_out[b:b + 1], None,
-                                                 fut, scale, need_bias)
+                                                 hid, scale, need_bias)
             d_q[b:b + 1], d_k[b:b + 1, :, :n], d_v[b:b + 1, :, :n] = gq, gk, gv
             if need_bias:
                 _batch_row(d_bias, b)[..., :n] += gb
@@ -225,6 +234,12 @@ class MultiHeadAttention(nn.Module):
         # Inputs with more query rows than this are computed in blocks (None: never).
         self.block_size = block_size
         self.use_reference = False  # tests flip this to force the explicit path
+        # Inference remedies for inputs longer than training (asr_pe/inference/remedies.py),
+        # off by default: ``window`` hides keys more than this many frames from the query;
+        # ``logit_scale_keys`` = T_train multiplies every logit by max(1, ln n / ln T_train),
+        # n the utterance's number of keys (a length-aware softmax temperature).
+        self.window: int | None = None
+        self.logit_scale_keys: int | None = None
 
     def split_heads(self, t: torch.Tensor) -> torch.Tensor:
         B, T, _ = t.shape
@@ -253,7 +268,11 @@ class MultiHeadAttention(nn.Module):
         q_pos = torch.arange(Tq, device=x.device)
         k_pos = torch.arange(Tk, device=x.device)
         block = self.block_size if (self.block_size and Tq > self.block_size and not need_weights) else Tq
-        if pe is not None and self._try_fused_qk(pe, need_weights, k.size(2)):
+        if self.window is not None and not need_weights:
+            # windowed: a block of rows [s, e) needs keys [s − W, e + W) only (see _key_span)
+            block = min(block, max(self.window, 32))
+        remedies = self.window is not None or self.logit_scale_keys is not None
+        if pe is not None and not remedies and self._try_fused_qk(pe, need_weights, k.size(2)):
             widened = pe.fused_qk(q, k, q_pos, k_pos)
             if widened is not None:  # the PE's whole logit as one dot product: SDPA, no bias
                 out = self._attend_widened(*widened, v, key_padding_mask, causal, block, q_pos, k_pos, pe)
@@ -261,12 +280,18 @@ class MultiHeadAttention(nn.Module):
         q_raw = q
         if pe is not None:
             q, k = pe.transform_qk(q, k, q_pos, k_pos)
+        temperature = self._length_temperature(key_padding_mask, Tk, q)
+        if temperature is not None:
+            q = q * temperature  # the content logits; attend_block scales a PE's bias alike
 
         outs, weights = [], []
         for s in range(0, Tq, block):
             e = min(Tq, s + block)
+            ks, ke = self._key_span(s, e, Tk, need_weights)
             o, w_ = self.attend_block(
-                q[:, :, s:e], q_raw[:, :, s:e], k, v, q_pos[s:e], k_pos, key_padding_mask, pe, causal, need_weights
+                q[:, :, s:e], q_raw[:, :, s:e], k[:, :, ks:ke], v[:, :, ks:ke], q_pos[s:e], k_pos[ks:ke],
+                None if key_padding_mask is None else key_padding_mask[:, ks:ke], pe, causal, need_weights,
+                temperature=temperature,
             )
             outs.append(o)
             weights.append(w_)
@@ -274,26 +299,49 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, Tq, D)  # (B, Tq, D)
         return self.out_proj(out), (weights[0] if need_weights else None)
 
-    def attend_block(self, q, q_raw, k, v, q_pos, k_pos, key_padding_mask, pe, causal, need_weights):
-        """Attention for one block of query rows. Returns out (B, H, Tb, d), weights or None."""
+    def _key_span(self, s: int, e: int, n_keys: int, need_weights: bool) -> tuple[int, int]:
+        """The keys query rows [s, e) may see: all of them, or with a window W the keys
+        [s − W, e + W) (self-attention: query and key positions are the same frames)."""
+        if self.window is None or need_weights:
+            return 0, n_keys
+        return max(0, s - self.window), min(n_keys, e + self.window)
+
+    def _length_temperature(self, key_padding_mask, n_keys: int, q: torch.Tensor) -> torch.Tensor | None:
+        """(B, 1, 1, 1) factors max(1, ln n_b / ln T_train), n_b utterance b's number of real
+        keys, or None when logit scaling is off. 1 up to the training length: a model is left
+        as trained on inputs it has seen."""
+        if self.logit_scale_keys is None:
+            return None
+        if key_padding_mask is None:
+            n = torch.full((q.size(0),), n_keys, device=q.device)
+        else:
+            n = (~key_padding_mask).sum(1)  # (B,)
+        t = n.clamp_min(1).float().log() / math.log(max(int(self.logit_scale_keys), 2))
+        return t.clamp_min(1.0).to(q.dtype)[:, None, None, None]  # (B, 1, 1, 1)
+
+    def attend_block(self, q, q_raw, k, v, q_pos, k_pos, key_padding_mask, pe, causal, need_weights,
+                     temperature=None):
+        """Attention for one block of query rows. Returns out (B, H, Tb, d), weights or None.
+        ``temperature`` (B, 1, 1, 1): the factor ``q`` is already scaled by, applied to a bias here."""
         dropout_p = self.dropout if self.training else 0.0
         bias = pe.logits_bias(q_raw, q_pos, k_pos) if pe is not None else None
+        if bias is not None and temperature is not None:
+            bias = bias * temperature  # (B, H, Tq, Tk): the whole logit scaled, not just q·k
+        hidden = hidden_keys(q_pos, k_pos, causal, self.window)  # (Tq, Tk) or None
         explicit = (
             need_weights
             or self.use_reference
             or (pe is not None and not pe.fused_ok)
             or (bias is not None and self._bias_explicit(bias, dropout_p))
         )
-        causal_offset = 0 if causal else None
         if explicit and not (need_weights or self.use_reference):
-            future = (k_pos[None, :] > q_pos[:, None]) if causal else None  # (Tq, Tk)
-            out, weights, dropped = attention_explicit(q, k, v, bias, key_padding_mask, future, dropout_p)
+            out, weights, dropped = attention_explicit(q, k, v, bias, key_padding_mask, hidden, dropout_p)
             if pe is not None:
                 extra = pe.value_term(dropped, q_pos, k_pos)
                 if extra is not None:
                     out = out + extra
         elif explicit:
-            mask = _combine_mask(bias, key_padding_mask, causal_offset, q_pos, k_pos, q.dtype)
+            mask = _combine_mask(bias, key_padding_mask, hidden, q.dtype)
             out, weights, dropped = attention_reference(q, k, v, mask, dropout_p)
             if pe is not None:
                 extra = pe.value_term(dropped, q_pos, k_pos)
@@ -303,12 +351,12 @@ class MultiHeadAttention(nn.Module):
             weights = None
             if bias is None and key_padding_mask is None:
                 # is_causal assumes queries and keys start together, true for a full block only
-                if causal and q_pos[0] == 0 and q.size(2) == k.size(2):
+                if causal and self.window is None and q_pos[0] == 0 and q.size(2) == k.size(2):
                     out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
                 else:
-                    mask = _combine_mask(None, None, causal_offset, q_pos, k_pos, q.dtype)
+                    mask = _combine_mask(None, None, hidden, q.dtype)
                     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-            elif bias is None and not causal:
+            elif bias is None and hidden is None:
                 keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk) True = attend
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p)
             else:
@@ -316,16 +364,16 @@ class MultiHeadAttention(nn.Module):
                 if lengths is not None and min(lengths) == k.size(2):  # a mask that hides nothing
                     lengths, key_padding_mask = None, None
                 if lengths is None:
-                    out = self._sdpa_with_bias(q, k, v, bias, key_padding_mask, q_pos, k_pos, causal, dropout_p)
+                    out = self._sdpa_with_bias(q, k, v, bias, key_padding_mask, hidden, dropout_p)
                 elif self._bias_needs_grad(bias, q):
-                    future = (k_pos[None, :] > q_pos[:, None]) if causal else None  # (Tq, Tk)
-                    out = _SDPAWithBiasGrad.apply(q, k, v, bias, None, future, 1.0 / math.sqrt(q.size(-1)), lengths)
+                    out = _SDPAWithBiasGrad.apply(q, k, v, bias, None, hidden, 1.0 / math.sqrt(q.size(-1)), lengths)
                 else:
                     # One call per utterance over its own keys: the padding is not folded into a
                     # (B, H, Tq, Tk) copy of the (1, H, Tq, Tk) bias (see _per_utterance_keys).
                     out = torch.cat([
                         self._sdpa_with_bias(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n],
-                                             _batch_row(bias, b)[..., :n], None, q_pos, k_pos[:n], causal, dropout_p)
+                                             None if bias is None else _batch_row(bias, b)[..., :n], None,
+                                             None if hidden is None else hidden[:, :n], dropout_p)
                         for b, n in enumerate(lengths)
                     ], dim=0)  # (B, H, Tq, d)
         if pe is not None:
@@ -334,13 +382,13 @@ class MultiHeadAttention(nn.Module):
                 weights = pe.mix_weights(weights, q_pos, k_pos, key_padding_mask)
         return out, weights
 
-    def _sdpa_with_bias(self, q, k, v, bias, key_padding_mask, q_pos, k_pos, causal, dropout_p):
-        """SDPA with an additive bias (None allowed) and masks -> (B, H, Tq, d); a learned bias in
-        CPU training goes through ``_SDPAWithBiasGrad``."""
+    def _sdpa_with_bias(self, q, k, v, bias, key_padding_mask, hidden, dropout_p):
+        """SDPA with an additive bias (None allowed) and masks -> (B, H, Tq, d); ``hidden`` (Tq, Tk)
+        True = a key the query may not see. A learned bias in CPU training goes through
+        ``_SDPAWithBiasGrad``."""
         if self._bias_needs_grad(bias, q):
-            future = (k_pos[None, :] > q_pos[:, None]) if causal else None  # (Tq, Tk)
-            return _SDPAWithBiasGrad.apply(q, k, v, bias, key_padding_mask, future, 1.0 / math.sqrt(q.size(-1)))
-        mask = _combine_mask(bias, key_padding_mask, 0 if causal else None, q_pos, k_pos, q.dtype)
+            return _SDPAWithBiasGrad.apply(q, k, v, bias, key_padding_mask, hidden, 1.0 / math.sqrt(q.size(-1)))
+        mask = _combine_mask(bias, key_padding_mask, hidden, q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
     def _bias_needs_grad(self, bias, q) -> bool:
@@ -387,7 +435,7 @@ class MultiHeadAttention(nn.Module):
         for s in range(0, q.size(2), block):
             e = min(q.size(2), s + block)
             if causal:
-                mask = _combine_mask(None, key_padding_mask, 0, q_pos[s:e], k_pos, q.dtype)
+                mask = _combine_mask(None, key_padding_mask, hidden_keys(q_pos[s:e], k_pos, True, None), q.dtype)
             elif key_padding_mask is not None:
                 mask = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk) True = attend
             else:

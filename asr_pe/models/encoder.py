@@ -133,6 +133,24 @@ class Encoder(nn.Module):
         for layer in self.layers:
             layer.attn.block_size = block_size
 
+    def set_attention_window(self, frames: int | None) -> None:
+        """Inference remedy: every query attends only to keys within ±``frames`` (None: all keys)."""
+        if frames is not None and int(frames) < 0:
+            raise ValueError(f"attention window must be >= 0 frames, got {frames}")
+        for i, layer in enumerate(self.layers):
+            layer.attn.window = None if frames is None else int(frames)
+            hook = self.pe.layer(i)
+            if hook is not None:
+                hook.window = layer.attn.window
+
+    def set_logit_scaling(self, train_frames: int | None) -> None:
+        """Inference remedy: logits × max(1, ln n / ln ``train_frames``), n an utterance's frames
+        (None: off)."""
+        if train_frames is not None and int(train_frames) < 2:
+            raise ValueError(f"logit scaling needs a training length of >= 2 frames, got {train_frames}")
+        for layer in self.layers:
+            layer.attn.logit_scale_keys = None if train_frames is None else int(train_frames)
+
 
 class EncoderConfigError(ValueError):
     """An encoder setting that cannot work; the message names the config key."""

@@ -35,6 +35,10 @@ class AttentionPE(nn.Module):
     """
 
     fused_ok: bool = True
+    # An inference window in frames (set with ``Encoder.set_attention_window``, None: off). The
+    # attention hides keys farther than this itself; only a PE that mixes values outside the
+    # softmax (REM's P·V in ``mix_output``) must honour it too.
+    window: int | None = None
 
     def transform_qk(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor

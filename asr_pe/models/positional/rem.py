@@ -188,6 +188,8 @@ class REMPE(AttentionPE):
         per_head = (self.n_heads,) + (1,) * offsets.dim()  # (H, 1, ...) broadcasts against lag
         dil = self.dilation.view(per_head)
         valid = (lag > 0) & (lag % dil == 0) & self.is_rem.view(per_head)  # off-diagonal, on the grid
+        if self.window is not None:  # an inference window (MultiHeadAttention.window) hides P too
+            valid = valid & (offsets.abs() <= self.window)
         # Lag 1 where invalid keeps pow and its gradient finite; those entries are zeroed below.
         n = torch.where(valid, lag // dil, torch.ones_like(lag)).float()  # (H, ...)
         base, theta = self._per_head()

@@ -13,9 +13,26 @@ Positions: the integer frame index p, or with ``time_scale`` set, continuous tim
 p·Δt·time_scale (e.g. time_scale = 25 with Δt = 0.04 s gives back frame units).
 Angles are computed in fp32 from the positions of each call: no table, no length cap.
 Only q and k change, so attention stays on the fused SDPA path (``fused_ok``, no bias).
+
+Inference remedies for inputs longer than training (``RoPE.scaling = RopeScaling(...)``, set by
+``asr_pe/inference/remedies.py``; off by default). With L the number of keys of the call, L_tr
+the training length in frames and s = L / L_tr, nothing changes for L <= L_tr, and beyond it:
+
+* ``pi`` position interpolation (Chen et al. 2023, arXiv 2306.15595): p -> p / s, so every
+  position lies in [0, L_tr);
+* ``ntk`` NTK-aware base scaling (bloc97, 2023): base -> base·s^(d/(d−2)): the highest frequency
+  θ_0 = 1 is kept and the lowest θ_{d/2−1} is divided by s exactly;
+* ``yarn`` per-frequency interpolation (Peng et al. 2023, arXiv 2309.00071, "NTK-by-parts"):
+  with r_k = L_tr / λ_k the number of periods λ_k = 2π/θ_k within the training length,
+  γ_k = clamp((r_k − α)/(β − α), 0, 1) and θ_k -> (1 − γ_k)·θ_k/s + γ_k·θ_k (α = 1, β = 32:
+  frequencies seen for fewer than one period are interpolated, those seen for more than 32 kept),
+  and the logits are multiplied by (0.1·ln s + 1)² (the paper's √(1/t) on q and on k).
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 
@@ -28,9 +45,31 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
+SCALINGS = ("pi", "ntk", "yarn")
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """An inference-time RoPE rescaling for inputs longer than ``train_frames`` (see the module doc)."""
+
+    kind: str
+    train_frames: int
+    yarn_alpha: float = 1.0
+    yarn_beta: float = 32.0
+
+    def __post_init__(self):
+        if self.kind not in SCALINGS:
+            raise ValueError(f"rope scaling must be one of {SCALINGS}, got {self.kind!r}")
+        if int(self.train_frames) < 1:
+            raise ValueError(f"rope scaling needs a training length >= 1 frame, got {self.train_frames}")
+        if not 0 <= self.yarn_alpha < self.yarn_beta:
+            raise ValueError(f"yarn needs 0 <= alpha < beta, got {self.yarn_alpha}, {self.yarn_beta}")
+
+
 @register_attention_pe("rope")
 class RoPE(AttentionPE):
     fused_ok = True
+    scaling: RopeScaling | None = None  # an inference remedy; None: plain RoPE
 
     def __init__(
         self,
@@ -54,16 +93,41 @@ class RoPE(AttentionPE):
         inv_freq = self.base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,) θ_k
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def angles(self, pos: torch.Tensor) -> torch.Tensor:
-        """(T,) positions -> (T, d/2) angles p·θ_k in fp32."""
-        p = pos.to(torch.float32)
-        if self.time_scale is not None:
-            p = p * (self.frame_shift_s * self.time_scale)
-        return p[:, None] * self.inv_freq.to(p.device)[None, :]
+    def _position_unit(self) -> float:
+        """Frames -> the positions the frequencies apply to (1, or Δt·time_scale)."""
+        return 1.0 if self.time_scale is None else self.frame_shift_s * self.time_scale
 
-    def rotate(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    def scaled_frequencies(self, n_keys: int) -> tuple[torch.Tensor, float, float]:
+        """(θ (d/2,), position factor, logit factor) for an input of ``n_keys`` frames: the
+        plain ones (θ, 1, 1) unless ``scaling`` is set and n_keys exceeds its training length."""
+        sc = self.scaling
+        if sc is None or n_keys <= sc.train_frames:
+            return self.inv_freq, 1.0, 1.0
+        s = n_keys / sc.train_frames
+        d = self.d_head
+        if sc.kind == "pi":
+            return self.inv_freq, 1.0 / s, 1.0
+        if sc.kind == "ntk":
+            if d <= 2:
+                raise ValueError("rope ntk scaling needs a head width > 2")
+            base = self.base * s ** (d / (d - 2))
+            exps = torch.arange(0, d, 2, dtype=torch.float32, device=self.inv_freq.device) / d
+            return base ** (-exps), 1.0, 1.0
+        wavelength = 2 * math.pi / (self.inv_freq * self._position_unit())  # (d/2,) in frames
+        ramp = (sc.train_frames / wavelength - sc.yarn_alpha) / (sc.yarn_beta - sc.yarn_alpha)
+        keep = ramp.clamp(0.0, 1.0)  # γ_k: 1 keeps θ_k, 0 interpolates it by s
+        return (1 - keep) * self.inv_freq / s + keep * self.inv_freq, 1.0, (0.1 * math.log(s) + 1.0) ** 2
+
+    def angles(self, pos: torch.Tensor, inv_freq: torch.Tensor | None = None, pos_factor: float = 1.0) -> torch.Tensor:
+        """(T,) positions -> (T, d/2) angles p·θ_k in fp32 (θ, and a factor on p, as given)."""
+        p = pos.to(torch.float32) * (self._position_unit() * pos_factor)
+        freq = self.inv_freq if inv_freq is None else inv_freq
+        return p[:, None] * freq.to(p.device)[None, :]
+
+    def rotate(self, x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor | None = None,
+               pos_factor: float = 1.0) -> torch.Tensor:
         """x (B, H, T, d) rotated by the angles of ``pos`` (T,); computed in fp32."""
-        ang = self.angles(pos)  # (T, d/2)
+        ang = self.angles(pos, inv_freq, pos_factor)  # (T, d/2)
         if self.interleaved:
             cos = ang.cos().repeat_interleave(2, dim=-1)  # (T, d): c0 c0 c1 c1 …
             sin = ang.sin().repeat_interleave(2, dim=-1)
@@ -78,10 +142,14 @@ class RoPE(AttentionPE):
         return (xf * cos + rot * sin).to(x.dtype)
 
     def transform_qk(self, q, k, q_pos, k_pos):
-        return self.rotate(q, q_pos), self.rotate(k, k_pos)
+        freq, pos_factor, logit_factor = self.scaled_frequencies(k_pos.numel())
+        q = self.rotate(q, q_pos, freq, pos_factor)
+        if logit_factor != 1.0:
+            q = q * logit_factor  # YaRN's temperature, on q alone: the same logits
+        return q, self.rotate(k, k_pos, freq, pos_factor)
 
     def extra_repr(self) -> str:
         return (
             f"d_head={self.d_head}, base={self.base:g}, interleaved={self.interleaved}, "
-            f"time_scale={self.time_scale}"
+            f"time_scale={self.time_scale}" + ("" if self.scaling is None else f", scaling={self.scaling}")
         )

@@ -1,0 +1,161 @@
+"""Inference-time remedies for inputs longer than training: switch one on, no retraining.
+
+A remedy spec is a name, a ``name:value`` or several joined by ``+``
+(``eval.remedy=rope_yarn+window:10``); every remedy acts beyond the training length L_tr only
+(the run's longest training utterance, ``run_info.json``), so short inputs decode as trained:
+
+* ``window[:W]``: each query attends only to keys within ±W seconds (default W = L_tr), in
+  every attention path (``MultiHeadAttention.window``; REM's P·V term too);
+* ``logit_scale``: every attention logit × max(1, ln n / ln L_tr), n the utterance's frames
+  (a length-aware softmax temperature: the entropy of attention over n keys stays as in
+  training; Chiang & Cholak 2022, "Overcoming a theoretical limitation of self-attention");
+* ``rope_pi``, ``rope_ntk``, ``rope_yarn``: RoPE position interpolation, NTK-aware base
+  scaling and YaRN (``asr_pe/models/positional/rope.py``); RoPE models only.
+
+The RoPE rescalings depend on the input's length, so under them every utterance is encoded on
+its own (a padded batch would rescale all its members by the longest one's length).
+Overlapping chunked inference (``eval.mode=chunked``) is the reference a remedy is compared with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from asr_pe.models.positional.rope import RoPE, RopeScaling
+
+ROPE_SCALINGS = {"rope_pi": "pi", "rope_ntk": "ntk", "rope_yarn": "yarn"}
+REMEDIES = ("window", "logit_scale", *ROPE_SCALINGS)
+
+
+class RemedyError(ValueError):
+    """A remedy spec that cannot apply; the message names the spec and what to do."""
+
+
+@dataclass(frozen=True)
+class Remedy:
+    name: str
+    value: float | None = None  # window: W in seconds (None: the training length)
+
+    @property
+    def label(self) -> str:
+        return self.name if self.value is None else f"{self.name}:{self.value:g}"
+
+
+def parse_remedies(spec: str | None) -> list[Remedy]:
+    """``"rope_yarn+window:10"`` -> [Remedy("rope_yarn"), Remedy("window", 10.0)]; None, "" and
+    "none" -> []."""
+    if spec is None or str(spec).strip().lower() in ("", "none", "null"):
+        return []
+    remedies = []
+    for part in str(spec).split("+"):
+        name, _, value = part.strip().partition(":")
+        if name not in REMEDIES:
+            raise RemedyError(f"eval.remedy={spec!r}: unknown remedy {name!r}; choose from {list(REMEDIES)}, "
+                              "joined by '+' (e.g. rope_yarn+window:10)")
+        if value and name != "window":
+            raise RemedyError(f"eval.remedy={spec!r}: {name} takes no value (only window:<seconds> does)")
+        seconds = None
+        if value:
+            try:
+                seconds = float(value)
+            except ValueError:
+                raise RemedyError(f"eval.remedy={spec!r}: window:<seconds> needs a number, got {value!r}") from None
+            if seconds <= 0:
+                raise RemedyError(f"eval.remedy={spec!r}: the window must be > 0 s, got {seconds:g}")
+        if any(r.name == name for r in remedies):
+            raise RemedyError(f"eval.remedy={spec!r}: {name} given twice")
+        remedies.append(Remedy(name, seconds))
+    if sum(r.name in ROPE_SCALINGS for r in remedies) > 1:
+        raise RemedyError(f"eval.remedy={spec!r}: choose one of {list(ROPE_SCALINGS)}")
+    return remedies
+
+
+def remedy_label(remedies: list[Remedy]) -> str:
+    """The canonical spec ("" for none): the ``remedy`` column of result tables."""
+    return "+".join(r.label for r in remedies)
+
+
+def remedy_suffix(remedies: list[Remedy]) -> str:
+    """A results-folder suffix for a remedy (eval/<set>_<suffix>): ``_window10``, ``_rope_yarn``."""
+    if not remedies:
+        return ""
+    return "_" + re.sub(r"[^A-Za-z0-9_]+", "", remedy_label(remedies).replace("+", "_").replace(".", "p"))
+
+
+def per_utterance(remedies: list[Remedy]) -> bool:
+    """Whether the remedies depend on the padded length of a batch (then encode one by one)."""
+    return any(r.name in ROPE_SCALINGS for r in remedies)
+
+
+def _rope_hooks(model: nn.Module) -> list[RoPE]:
+    pe = model.encoder.pe
+    hooks = [] if pe.attention is None else [h for h in pe.attention if isinstance(h, RoPE)]
+    return hooks
+
+
+def check_remedies(model: nn.Module, remedies: list[Remedy], pe_label: str = "") -> None:
+    """Refuse a remedy the model cannot take (a RoPE rescaling without RoPE) before decoding."""
+    for r in remedies:
+        if r.name in ROPE_SCALINGS and not _rope_hooks(model):
+            raise RemedyError(f"eval.remedy={r.label}: this run's encoder has no RoPE (pe={pe_label or '?'}); "
+                              "rope_pi / rope_ntk / rope_yarn apply to pe=rope only (window and logit_scale to any)")
+
+
+@contextlib.contextmanager
+def remedies_applied(model: nn.Module, remedies: list[Remedy], train_seconds: float) -> Iterator[None]:
+    """Switch the remedies on for the ``with`` block, then restore the model as it was.
+
+    ``train_seconds``: L_tr, the longest training input; in encoder frames
+    round(L_tr / frame shift)."""
+    if not remedies:
+        yield
+        return
+    if not train_seconds or train_seconds <= 0:
+        raise RemedyError(f"remedies need the training length in seconds (> 0), got {train_seconds!r}")
+    check_remedies(model, remedies)
+    shift = float(model.frame_shift_s)
+    train_frames = max(2, round(train_seconds / shift))
+    encoder = model.encoder
+    saved_attn = [(layer.attn.window, layer.attn.logit_scale_keys) for layer in encoder.layers]
+    saved_hooks = [] if encoder.pe.attention is None else [(h, h.window) for h in encoder.pe.attention]
+    saved_rope = [(h, h.scaling) for h in _rope_hooks(model)]
+    try:
+        for r in remedies:
+            if r.name == "window":
+                encoder.set_attention_window(round((train_seconds if r.value is None else r.value) / shift))
+            elif r.name == "logit_scale":
+                encoder.set_logit_scaling(train_frames)
+            else:
+                for hook in _rope_hooks(model):
+                    hook.scaling = RopeScaling(ROPE_SCALINGS[r.name], train_frames)
+        yield
+    finally:
+        for layer, (window, keys) in zip(encoder.layers, saved_attn):
+            layer.attn.window, layer.attn.logit_scale_keys = window, keys
+        for hook, window in saved_hooks:
+            hook.window = window
+        for hook, scaling in saved_rope:
+            hook.scaling = scaling
+
+
+def one_by_one(encode: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]):
+    """An encode function (features (B, T, F), lengths) -> (enc (B, T', D), enc_lengths) that
+    runs ``encode`` on each utterance alone, unpadded, and pads the outputs back into a batch."""
+
+    def encode_each(features: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        outs, out_lengths = [], []
+        for b in range(features.size(0)):
+            n = int(lengths[b])
+            enc, enc_len = encode(features[b:b + 1, :n], lengths[b:b + 1])  # (1, T'_b, D)
+            outs.append(enc[0, : int(enc_len[0])])
+            out_lengths.append(enc_len[0])
+        enc = nn.utils.rnn.pad_sequence(outs, batch_first=True)  # (B, max T', D), zeros past each end
+        return enc, torch.stack(out_lengths)
+
+    return encode_each
