@@ -18,8 +18,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from asr_pe.inference.run_loading import load_run  # noqa: E402
 from asr_pe.plots.attention_maps import plot_attention_maps  # noqa: E402
-from asr_pe.training.evaluate import load_run  # noqa: E402
 from asr_pe.training.inspect_run import (  # noqa: E402
     cropped_duration, encode_with_attention, find_utterance, parse_key_values, run_test_sets, utterance_features,
 )

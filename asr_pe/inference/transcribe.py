@@ -2,7 +2,8 @@
 
 ``transcribe_file(run_dir, audio, mode="full"|"chunked", …) -> dict`` (transcript, timings,
 peak memory) is what ``python transcribe.py`` calls. ``make_encode_fn`` is shared with
-``evaluate.py`` (``eval.mode``) so both pick the encoding the same way.
+``evaluate.py`` (``eval.mode``) so both pick the encoding the same way; both load the run with
+`asr_pe.inference.run_loading.load_run` and decode with `asr_pe.inference.decode.decode_batch`.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 import torch
 
 from .chunked import encode_chunked
+from .decode import decode_batch
 from .device import resolve_device
 from .long_form import encode_full, resolve_block_size
+from .run_loading import load_run
 
 MODES = ("full", "chunked")
 FEATURE_CHUNK_FRAMES = 6000  # fbank in 60 s pieces: kaldi.fbank holds several copies of its input
@@ -90,7 +93,6 @@ def transcribe_file(
     "seconds_audio", "mode", "device", "encoder_frames", "time_features_s", "time_encode_s",
     "time_decode_s", "rtf", "peak_memory_mb", …}."""
     from asr_pe.data.audio import load_audio
-    from asr_pe.training.evaluate import decode_batch, load_run
 
     device = resolve_device(device)
     decode = dict(decode or {"method": "greedy"})

@@ -61,3 +61,25 @@ def build_asr_model(
 
         dec = build_decoder(vocab_size=vocab_size, d_model=enc_opts["d_model"], **decoder)
     return ASRModel(fe, enc, vocab_size, dec, ctc_head)
+
+
+# The top-level sections of a run config that `model_kwargs` reads (``data`` for its ``features``).
+MODEL_CONFIG_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
+
+
+def model_kwargs(cfg: Mapping[str, Any], vocab_size: int) -> dict[str, Any]:
+    """The arguments of `build_asr_model` for a run config.
+
+    ``cfg`` is the run's resolved config (at least `MODEL_CONFIG_SECTIONS`) as plain nested
+    mappings, e.g. a ``DictConfig`` through ``OmegaConf.to_container(cfg, resolve=True)``; the
+    sections are passed on as they are."""
+    ctc_weight = float(cfg["loss"].get("ctc_weight", 1.0))
+    return {
+        "vocab_size": vocab_size,
+        "in_features": int(cfg["data"]["features"]["num_mel_bins"]),
+        "frontend": cfg["frontend"],
+        "encoder": cfg["encoder"],
+        "pe": cfg["pe"],
+        "decoder": cfg.get("decoder") if ctc_weight < 1.0 else None,
+        "ctc_head": ctc_weight > 0.0,
+    }

@@ -1,7 +1,8 @@
 """Evaluate a trained run: decode test manifests, write per_utt.jsonl, buckets.csv, buckets.md.
 
 ``evaluate_run(run_dir, cfg_overrides)`` loads the run's saved config, tokenizer, CMVN and
-checkpoint (``weights_only=True``), decodes every selected test set and writes
+checkpoint (``weights_only=True``; `asr_pe.inference.run_loading.load_run`), decodes every
+selected test set (`asr_pe.inference.decode.decode_batch`) and writes
 ``<run_dir>/eval/<test set>/`` atomically. The decoding method is recorded in the files.
 
 Evaluation settings (``eval:``) are resolved the same way for the evaluation that follows
@@ -30,11 +31,8 @@ import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from asr_pe.data.dataset import ASRDataset, collate
-from asr_pe.data.features import GlobalCMVN
 from asr_pe.data.manifest import ManifestError, Utterance
 from asr_pe.data.sampler import DurationBucketSampler
-from asr_pe.data.tokenizer import load_tokenizer
-from asr_pe.decoding.ctc import ctc_beam_batch, ctc_greedy
 from asr_pe.evaluation.buckets import (
     DOUBLING,
     bucket_table,
@@ -45,16 +43,16 @@ from asr_pe.evaluation.buckets import (
     write_per_utt,
 )
 from asr_pe.evaluation.scoring import score_record
+from asr_pe.inference.decode import decode_batch
 from asr_pe.inference.device import resolve_device
 from asr_pe.inference.long_form import resolve_block_size
-from asr_pe.models.asr import ASRModel, build_asr_model
+from asr_pe.inference.run_loading import load_run, load_run_config
+from asr_pe.inference.transcribe import MODES, make_encode_fn
 
-from .data import feature_extractor, read_manifests, resolve_manifests, resolve_test_sets
+from .data import read_manifests, resolve_manifests, resolve_test_sets
 from .run_dir import pe_label
 
 log = logging.getLogger(__name__)
-
-DECODE_METHODS = ("greedy", "beam", "attention", "joint")
 
 # The evaluation settings when neither the run's config.yaml nor the caller sets them
 # (conf/train.yaml's eval: section repeats them; conf/evaluate.yaml leaves them null).
@@ -110,8 +108,6 @@ def eval_settings(run_eval: Mapping[str, Any] | None, override_eval: Mapping[str
 
 def check_eval_settings(settings: Mapping[str, Any]) -> None:
     """Reject bad settings before any model is loaded or audio decoded (EvalSettingsError)."""
-    from asr_pe.inference.transcribe import MODES
-
     try:
         resolve_edges(settings["edges"], [])
         resolve_block_size(settings["block_size"], 1, 1)
@@ -143,70 +139,6 @@ def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
             raise EmptyTestSetError(path, name)
         out[name] = utts
     return out
-
-
-def load_checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
-    """The model's state dict from a Lightning checkpoint, loaded with weights_only=True."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    state = ckpt.get("state_dict", ckpt)
-    return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
-
-
-def load_run_config(run_dir: str | Path) -> DictConfig:
-    """The run's saved ``config.yaml``."""
-    cfg_path = Path(run_dir) / "config.yaml"
-    if not cfg_path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
-    return OmegaConf.load(cfg_path)
-
-
-def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "cpu"):
-    """-> (config, model in eval mode on ``device`` (auto | cpu | cuda[:N]), tokenizer, features, cmvn,
-    checkpoint path) of a trained run."""
-    run_dir = Path(run_dir)
-    cfg = load_run_config(run_dir)
-    device = resolve_device(device)
-    ckpt_dir = run_dir / "checkpoints"
-    candidates = [ckpt_dir / f"{checkpoint}.ckpt"] + ([ckpt_dir / "last.ckpt"] if checkpoint == "best" else [])
-    ckpt = next((p for p in candidates if p.exists()), None)
-    if ckpt is None:
-        raise FileNotFoundError(f"no checkpoint {checkpoint!r} in {ckpt_dir} (looked for {[p.name for p in candidates]})")
-    tokenizer = load_tokenizer(run_dir / "tokenizer.json")
-    from .train import model_kwargs
-
-    model = build_asr_model(**model_kwargs(cfg, tokenizer.vocab_size))
-    missing, unexpected = model.load_state_dict(load_checkpoint_state(ckpt), strict=False)
-    if missing or unexpected:
-        raise RuntimeError(f"{ckpt}: checkpoint does not match the run's config: missing {missing[:5]}, "
-                           f"unexpected {unexpected[:5]}")
-    model.to(device).eval()
-    return cfg, model, tokenizer, feature_extractor(cfg.data), GlobalCMVN.load(run_dir / "cmvn.json"), ckpt
-
-
-@torch.no_grad()
-def decode_batch(model: ASRModel, batch: dict, tokenizer, decode: Mapping[str, Any], device: str,
-                 encode=None) -> list[str]:
-    """``encode(features, lengths) -> (enc, enc_lengths)`` replaces ``model.encode`` (e.g. the
-    full-context or chunked long-form encoders of ``asr_pe.inference``)."""
-    method = decode.get("method", "greedy")
-    if model.ctc_head is None and method in ("greedy", "beam"):
-        raise ValueError("this model has no CTC head; use decode.method=attention")
-    feats = batch["features"].to(device)
-    lengths = batch["feature_lengths"].to(device)
-    enc, enc_lengths = (encode or model.encode)(feats, lengths)
-    if method == "greedy":
-        hyps = ctc_greedy(model.ctc_log_probs(enc), enc_lengths, blank=tokenizer.blank_id)
-    elif method == "beam":
-        nbest = ctc_beam_batch(model.ctc_log_probs(enc).cpu(), enc_lengths.cpu(), beam=int(decode.get("beam", 10)),
-                               blank=tokenizer.blank_id)
-        hyps = [n[0][0] if n else [] for n in nbest]
-    elif method in ("attention", "joint"):
-        from asr_pe.decoding.attention import attention_decode  # seq2seq / hybrid heads
-
-        hyps = attention_decode(model, enc, enc_lengths, tokenizer, decode)
-    else:
-        raise ValueError(f"decode.method={method!r}; choose one of {DECODE_METHODS}")
-    return [tokenizer.decode(h) for h in hyps]
 
 
 def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictConfig | None = None,
@@ -246,8 +178,6 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     # eval.mode: full (one pass per utterance; front end in exact time chunks for long inputs,
     # attention in query blocks sized from the length with block_size=auto) or chunked (chunk_s
     # pieces with overlap_s context each side); see asr_pe/inference.
-    from asr_pe.inference.transcribe import make_encode_fn
-
     mode = str(settings["mode"])
     encode = make_encode_fn(model, mode, block_size=block_size, chunk_s=float(settings["chunk_s"]),
                             overlap_s=float(settings["overlap_s"]))

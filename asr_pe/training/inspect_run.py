@@ -1,7 +1,7 @@
 """Look inside a trained run: its test utterances, their features, the encoder's attention.
 
 Shared by the diagnostics scripts (``scripts/plot_attention.py``, ``scripts/attention_vs_length.py``),
-which load a run with `asr_pe.training.evaluate.load_run` and feed it one utterance at a time
+which load a run with `asr_pe.inference.run_loading.load_run` and feed it one utterance at a time
 (batch 1: no padding, so every attention row covers exactly the utterance).
 """
 

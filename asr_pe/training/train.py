@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
@@ -14,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.io import atomic_write_text
 
-from asr_pe.models.asr import build_asr_model, frontend_from_config
+from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 
 from .checkpoint_io import RunFolderCheckpointIO
 from .data import ASRDataModule, prepare_run_data
@@ -35,21 +34,6 @@ from .run_dir import (
 )
 
 log = logging.getLogger(__name__)
-
-
-def model_kwargs(cfg: DictConfig, vocab_size: int) -> dict[str, Any]:
-    """The plain-dict arguments of `build_asr_model` for a run config (also used by evaluation)."""
-    c = OmegaConf.to_container(cfg, resolve=True)
-    ctc_weight = float(c["loss"].get("ctc_weight", 1.0))
-    return {
-        "vocab_size": vocab_size,
-        "in_features": int(c["data"]["features"]["num_mel_bins"]),
-        "frontend": c["frontend"],
-        "encoder": c["encoder"],
-        "pe": c["pe"],
-        "decoder": c.get("decoder") if ctc_weight < 1.0 else None,
-        "ctc_head": ctc_weight > 0.0,
-    }
 
 
 def _progress_bars(cfg: DictConfig) -> list:
@@ -123,14 +107,15 @@ def train(cfg: DictConfig) -> Path:
         atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
     uses_ctc = float(cfg.loss.get("ctc_weight", 1.0)) > 0
-    kwargs = model_kwargs(cfg, vocab_size=1)
+    plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+    kwargs = model_kwargs(plain_cfg, vocab_size=1)
     frontend = frontend_from_config(kwargs["frontend"], kwargs["in_features"], kwargs["encoder"]["d_model"])
     data = prepare_on_rank_zero(
         run_dir, data_key(cfg), trainer.global_rank,
         lambda: prepare_run_data(cfg.data, run_dir, frontend=frontend, uses_ctc=uses_ctc))
     log.info("data: %s", data.report)
 
-    model = build_asr_model(**model_kwargs(cfg, data.tokenizer.vocab_size))
+    model = build_asr_model(**model_kwargs(plain_cfg, data.tokenizer.vocab_size))
     from .module import ASRModule, count_parameters  # after data: keeps import-time errors readable
 
     total_steps = int(cfg.trainer.max_steps) if int(cfg.trainer.get("max_steps", -1)) > 0 else None

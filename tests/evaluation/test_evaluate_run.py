@@ -29,8 +29,9 @@ from asr_pe.data.features import GlobalCMVN
 from asr_pe.data.manifest import Utterance, write_manifest
 from asr_pe.data.tokenizer import build_tokenizer
 from asr_pe.inference.device import DeviceError, resolve_device
+from asr_pe.inference.run_loading import load_run, model_config
 from asr_pe.inference.transcribe import make_encode_fn
-from asr_pe.models.asr import build_asr_model
+from asr_pe.models.asr import build_asr_model, model_kwargs
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -80,15 +81,13 @@ def corpus(tmp_path_factory):
 
 def make_run(run, manifests, extra=()):
     """A run directory as train.py leaves it (config.yaml, tokenizer, CMVN, best.ckpt)."""
-    from asr_pe.training.train import model_kwargs
-
     run.mkdir(parents=True, exist_ok=True)
     cfg = compose_cfg("train", TINY + [f"data.corpus.manifest_dir={manifests}", "data.corpus.train=[train-clean-100]",
                                        "data.corpus.dev=[dev-clean]", "data.corpus.test=[test-clean]", *extra])
     OmegaConf.save(cfg, run / "config.yaml")
     tok = build_tokenizer("char", TEXTS, run)
     torch.manual_seed(0)
-    model = build_asr_model(**model_kwargs(cfg, tok.vocab_size))
+    model = build_asr_model(**model_kwargs(model_config(cfg), tok.vocab_size))
     (run / "checkpoints").mkdir(exist_ok=True)
     torch.save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}},
                run / "checkpoints" / "best.ckpt")
@@ -226,7 +225,7 @@ def test_explicit_edges_that_stop_short_log_the_open_bucket(run_dir, caplog):
 def test_blocked_attention_equals_unblocked_on_a_160_s_input(run_dir, corpus, monkeypatch):
     """block_size=auto (the default) splits the 160 s input (3998 encoder frames) into query
     blocks; the encoder output equals the unblocked one (1e-5) and so does the transcript."""
-    cfg, model, _, features, cmvn, _ = ev.load_run(run_dir)
+    cfg, model, _, features, cmvn, _ = load_run(run_dir)
     from asr_pe.data.audio import load_audio
 
     wave = load_audio(str(corpus.parent / "long" / "test-clean_long_0000.flac"), sample_rate=16000)

@@ -16,12 +16,13 @@ from omegaconf import OmegaConf
 from asr_pe.data.features import FbankExtractor, GlobalCMVN
 from asr_pe.data.manifest import Utterance, write_manifest
 from asr_pe.data.tokenizer import build_tokenizer
+from asr_pe.inference.run_loading import model_config
 from asr_pe.inference.transcribe import (
     features_in_chunks,
     make_encode_fn,
     transcribe_file,
 )
-from asr_pe.models.asr import build_asr_model
+from asr_pe.models.asr import build_asr_model, model_kwargs
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["frontend.channels=8", "encoder.d_model=32", "encoder.n_heads=4", "encoder.n_layers=2",
@@ -30,15 +31,13 @@ TINY = ["frontend.channels=8", "encoder.d_model=32", "encoder.n_heads=4", "encod
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from asr_pe.training.train import model_kwargs
-
     run = tmp_path_factory.mktemp("run")
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=TINY)
     OmegaConf.save(cfg, run / "config.yaml")
     tok = build_tokenizer("char", ["hello world", "the quick brown fox"], run)
     torch.manual_seed(0)
-    model = build_asr_model(**model_kwargs(cfg, tok.vocab_size))
+    model = build_asr_model(**model_kwargs(model_config(cfg), tok.vocab_size))
     (run / "checkpoints").mkdir()
     torch.save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}}, run / "checkpoints" / "best.ckpt")
     n_mel = int(cfg.data.features.num_mel_bins)

@@ -65,10 +65,11 @@ def test_every_pe_trains_one_step_with_ctc(pe, tiny_synth_root, tmp_path):
 @pytest.mark.parametrize("encoder", ["conformer", "transformer"])
 @pytest.mark.parametrize("loss", ["ctc", "seq2seq", "hybrid"])
 def test_every_pe_composes_with_every_encoder_and_loss(encoder, loss):
-    from asr_pe.models.asr import build_asr_model
-    from asr_pe.training.train import model_kwargs
+    from omegaconf import OmegaConf
+
+    from asr_pe.models.asr import build_asr_model, model_kwargs
 
     for pe in PES:
         cfg = compose_train([f"pe={pe}", f"encoder={encoder}", f"loss={loss}", "encoder.n_layers=1",
                              "encoder.d_model=32", "decoder.n_layers=1"])
-        build_asr_model(**model_kwargs(cfg, vocab_size=12))
+        build_asr_model(**model_kwargs(OmegaConf.to_container(cfg, resolve=True), vocab_size=12))

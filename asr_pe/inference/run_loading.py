@@ -1,0 +1,75 @@
+"""Load a trained run: its saved config, tokenizer, CMVN, feature extractor and model.
+
+``load_run(run_dir, checkpoint, device)`` is what evaluation (``asr_pe.training.evaluate``),
+``transcribe.py`` and the analysis scripts use to rebuild a model from its run directory. The
+model is built with `asr_pe.models.asr.model_kwargs` from the run's own ``config.yaml`` and its
+weights are read with ``torch.load(..., weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from asr_pe.data.features import FbankExtractor, GlobalCMVN
+from asr_pe.data.tokenizer import load_tokenizer
+from asr_pe.models.asr import MODEL_CONFIG_SECTIONS, build_asr_model, model_kwargs
+
+from .device import resolve_device
+
+
+def load_checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
+    """The model's state dict from a Lightning checkpoint, loaded with weights_only=True."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    state = ckpt.get("state_dict", ckpt)
+    return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+
+
+def load_run_config(run_dir: str | Path) -> DictConfig:
+    """The run's saved ``config.yaml``."""
+    cfg_path = Path(run_dir) / "config.yaml"
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
+    return OmegaConf.load(cfg_path)
+
+
+def model_config(cfg: DictConfig) -> dict[str, Any]:
+    """The sections of a run config that the model and its features are built from
+    (`MODEL_CONFIG_SECTIONS`), resolved to plain containers for `model_kwargs`.
+
+    Only those: the rest of a config composed but not resolved (the run name's
+    ``${pe_label:…}``) needs resolvers that the training package registers."""
+    plain = {}
+    for key in MODEL_CONFIG_SECTIONS:
+        value = cfg.get(key)
+        plain[key] = OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
+    return plain
+
+
+def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "cpu"):
+    """-> (config, model in eval mode on ``device`` (auto | cpu | cuda[:N]), tokenizer, features, cmvn,
+    checkpoint path) of a trained run."""
+    run_dir = Path(run_dir)
+    cfg = load_run_config(run_dir)
+    device = resolve_device(device)
+    ckpt_dir = run_dir / "checkpoints"
+    candidates = [ckpt_dir / f"{checkpoint}.ckpt"] + ([ckpt_dir / "last.ckpt"] if checkpoint == "best" else [])
+    ckpt = next((p for p in candidates if p.exists()), None)
+    if ckpt is None:
+        raise FileNotFoundError(f"no checkpoint {checkpoint!r} in {ckpt_dir} (looked for {[p.name for p in candidates]})")
+    tokenizer = load_tokenizer(run_dir / "tokenizer.json")
+    plain = model_config(cfg)
+    model = build_asr_model(**model_kwargs(plain, tokenizer.vocab_size))
+    missing, unexpected = model.load_state_dict(load_checkpoint_state(ckpt), strict=False)
+    if missing or unexpected:
+        raise RuntimeError(f"{ckpt}: checkpoint does not match the run's config: missing {missing[:5]}, "
+                           f"unexpected {unexpected[:5]}")
+    model.to(device).eval()
+    features = FbankExtractor(**plain["data"]["features"])
+    return cfg, model, tokenizer, features, GlobalCMVN.load(run_dir / "cmvn.json"), ckpt
+
+
+__all__ = ["load_checkpoint_state", "load_run", "load_run_config", "model_config"]
