@@ -20,19 +20,18 @@ reading of one book by one reader, the unit from which long-form test sets are c
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import soundfile as sf
 
-from .download import ChecksumListError, download, extract, link_or_copy, read_checksum_list
+from .corpus_cli import Archive, corpus_parser, download_options, fetch_archives, run_corpus_cli
+from .download import extract
 from .manifest import Utterance, write_manifest
 
 __all__ = [
@@ -48,15 +47,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Archive:
-    """One published archive: file name and its published digests (None = not verified)."""
-
-    filename: str
-    md5: str | None
-    sha256: str | None
 
 
 # Checksums, not invented:
@@ -149,24 +139,9 @@ def download_librispeech(
     ``checksums``: a checksum list in ``md5sum``/``sha256sum`` format (OpenSLR's ``md5sum.txt``),
     a path or a URL, whose digests replace the built-in ones (a local mirror, test archives).
     """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    listed = read_checksum_list(checksums, root) if checksums is not None and verify else None
-    paths = []
-    for part in _check_parts(parts):
-        arch = LIBRISPEECH_ARCHIVES[part]
-        dest = root / arch.filename
-        if listed is not None:
-            if arch.filename not in listed:
-                raise ChecksumListError(f"{checksums}: no checksum for {arch.filename}")
-            sums = listed[arch.filename]
-        else:
-            sums = {"md5": arch.md5, "sha256": arch.sha256} if verify else {}
-        if data_dir is not None and (Path(data_dir) / arch.filename).is_file():
-            link_or_copy(Path(data_dir) / arch.filename, dest)
-            log.info("using pre-downloaded %s", Path(data_dir) / arch.filename)
-        paths.append(download(f"{_base_url(mirror)}/{arch.filename}", dest, **sums, **download_kwargs))
-    return paths
+    archives = [LIBRISPEECH_ARCHIVES[part] for part in _check_parts(parts)]
+    return fetch_archives(_base_url(mirror), archives, root, data_dir=data_dir, verify=verify, checksums=checksums,
+                          **download_kwargs)
 
 
 def extract_librispeech(root: str | os.PathLike, parts: Iterable[str]) -> Path:
@@ -375,41 +350,20 @@ def librispeech_manifests(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI used by recipes/librispeech/run.sh: ``download`` | ``extract`` | ``prepare``."""
-    parser = argparse.ArgumentParser(prog="python -m asr_pe.data.librispeech", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("download", help="fetch archives (resume + checksum)")
-    d.add_argument("--root", required=True, help="folder for the archives")
-    d.add_argument("--parts", nargs="+", required=True, choices=LIBRISPEECH_PARTS)
-    d.add_argument("--mirror", default="openslr", help=f"{list(LIBRISPEECH_MIRRORS)} or a base URL")
-    d.add_argument("--data_dir", default=None, help="folder with pre-downloaded archives")
-    d.add_argument("--no_verify", action="store_true", help="skip checksum verification")
-    d.add_argument("--checksums", default=None,
-                   help="md5sum/sha256sum list (path or URL) replacing the built-in digests, e.g. a mirror's md5sum.txt")
-    e = sub.add_parser("extract", help="extract archives (idempotent)")
-    e.add_argument("--root", required=True)
-    e.add_argument("--parts", nargs="+", required=True, choices=LIBRISPEECH_PARTS)
-    p = sub.add_parser("prepare", help="write <out_dir>/<part>.jsonl manifests")
-    p.add_argument("--corpus_dir", required=True, help="folder holding LibriSpeech/ (or LibriSpeech itself)")
-    p.add_argument("--out_dir", required=True)
-    p.add_argument("--parts", nargs="+", required=True, choices=LIBRISPEECH_PARTS)
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--num_workers", type=int, default=4)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        if args.command == "download":
-            download_librispeech(args.root, args.parts, args.mirror, data_dir=args.data_dir,
-                                 verify=not args.no_verify, checksums=args.checksums)
-        elif args.command == "extract":
-            extract_librispeech(args.root, args.parts)
-        else:
-            prepare_librispeech(
-                args.corpus_dir, args.out_dir, args.parts, overwrite=args.overwrite, num_workers=args.num_workers
-            )
-    except (OSError, ValueError, RuntimeError) as err:  # one clear line, not a stack trace
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    return 0
+    parser, commands = corpus_parser(
+        "librispeech", __doc__, mirrors=LIBRISPEECH_MIRRORS, prepare_help="write <out_dir>/<part>.jsonl manifests",
+        corpus_dir_help="folder holding LibriSpeech/ (or LibriSpeech itself)",
+    )
+    for command in commands.values():
+        command.add_argument("--parts", nargs="+", required=True, choices=LIBRISPEECH_PARTS)
+    commands["prepare"].add_argument("--num_workers", type=int, default=4)
+    return run_corpus_cli(
+        parser, argv,
+        download=lambda a: download_librispeech(a.root, a.parts, a.mirror, **download_options(a)),
+        extract=lambda a: extract_librispeech(a.root, a.parts),
+        prepare=lambda a: prepare_librispeech(a.corpus_dir, a.out_dir, a.parts, overwrite=a.overwrite,
+                                              num_workers=a.num_workers),
+    )
 
 
 if __name__ == "__main__":

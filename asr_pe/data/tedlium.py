@@ -59,7 +59,6 @@ like the ``<unk>`` tokens removed inside scored segments, they hold at most unkn
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -71,7 +70,8 @@ from pathlib import Path
 
 from asr_pe.io import atomic_write_json
 
-from .download import ChecksumListError, download, extract, link_or_copy, read_checksum_list
+from .corpus_cli import Archive, corpus_parser, download_options, fetch_archives, run_corpus_cli
+from .download import extract
 from .librispeech import audio_seconds, resolve_manifests
 from .manifest import Utterance, write_manifest
 
@@ -468,19 +468,10 @@ def download_tedlium(
     ``data_dir``: a folder already holding the archive (linked instead of downloaded).
     ``checksums``: an md5sum/sha256sum list (path or URL) whose digest replaces the built-in one.
     """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    dest = root / TEDLIUM_ARCHIVE
-    if data_dir is not None and (Path(data_dir) / TEDLIUM_ARCHIVE).is_file():
-        link_or_copy(Path(data_dir) / TEDLIUM_ARCHIVE, dest)
-    base = TEDLIUM_MIRRORS.get(mirror, mirror).rstrip("/")
-    sums = {"sha256": TEDLIUM_SHA256, "md5": TEDLIUM_MD5} if verify else {}
-    if verify and checksums is not None:
-        listed = read_checksum_list(checksums, root)
-        if TEDLIUM_ARCHIVE not in listed:
-            raise ChecksumListError(f"{checksums}: no checksum for {TEDLIUM_ARCHIVE}")
-        sums = listed[TEDLIUM_ARCHIVE]
-    return download(f"{base}/{TEDLIUM_ARCHIVE}", dest, **sums, **download_kwargs)
+    archive = Archive(TEDLIUM_ARCHIVE, md5=TEDLIUM_MD5, sha256=TEDLIUM_SHA256)
+    (path,) = fetch_archives(TEDLIUM_MIRRORS.get(mirror, mirror), [archive], root, data_dir=data_dir, verify=verify,
+                             checksums=checksums, **download_kwargs)
+    return path
 
 
 def extract_tedlium(root: str | os.PathLike) -> Path:
@@ -524,37 +515,20 @@ def tedlium_manifests(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI used by recipes/tedlium3/run.sh: ``download`` | ``extract`` | ``prepare``."""
-    parser = argparse.ArgumentParser(prog="python -m asr_pe.data.tedlium", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("download", help=f"fetch {TEDLIUM_ARCHIVE} (resume + checksum)")
-    d.add_argument("--root", required=True)
-    d.add_argument("--mirror", default="openslr", help=f"{list(TEDLIUM_MIRRORS)} or a base URL")
-    d.add_argument("--data_dir", default=None, help="folder with a pre-downloaded archive")
-    d.add_argument("--no_verify", action="store_true")
-    d.add_argument("--checksums", default=None, help="md5sum/sha256sum list (path or URL) replacing the built-in digest")
-    e = sub.add_parser("extract", help="extract the archive (idempotent)")
-    e.add_argument("--root", required=True)
-    p = sub.add_parser("prepare", help="write <out_dir>/<split>.jsonl and <split>_talks.jsonl")
-    p.add_argument("--corpus_dir", required=True, help=f"folder holding {TEDLIUM_DIRNAME}/ (or that folder)")
-    p.add_argument("--out_dir", required=True)
-    p.add_argument("--subset", default="legacy", choices=TEDLIUM_SUBSETS)
-    p.add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS)
-    p.add_argument("--overwrite", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        if args.command == "download":
-            download_tedlium(args.root, args.mirror, data_dir=args.data_dir, verify=not args.no_verify,
-                             checksums=args.checksums)
-        elif args.command == "extract":
-            extract_tedlium(args.root)
-        else:
-            prepare_tedlium(args.corpus_dir, args.out_dir, subset=args.subset, splits=args.splits,
-                            overwrite=args.overwrite)
-    except (OSError, ValueError, RuntimeError) as err:  # one clear line, not a stack trace
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    return 0
+    parser, commands = corpus_parser(
+        "tedlium", __doc__, mirrors=TEDLIUM_MIRRORS, corpus_dir_help=f"folder holding {TEDLIUM_DIRNAME}/ (or that folder)",
+        download_help=f"fetch {TEDLIUM_ARCHIVE} (resume + checksum)", extract_help="extract the archive (idempotent)",
+        prepare_help="write <out_dir>/<split>.jsonl and <split>_talks.jsonl",
+    )
+    commands["prepare"].add_argument("--subset", default="legacy", choices=TEDLIUM_SUBSETS)
+    commands["prepare"].add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS)
+    return run_corpus_cli(
+        parser, argv,
+        download=lambda a: download_tedlium(a.root, a.mirror, **download_options(a)),
+        extract=lambda a: extract_tedlium(a.root),
+        prepare=lambda a: prepare_tedlium(a.corpus_dir, a.out_dir, subset=a.subset, splits=a.splits,
+                                          overwrite=a.overwrite),
+    )
 
 
 if __name__ == "__main__":

@@ -472,26 +472,40 @@ for i in $(seq 2000); do echo 'echo CORRUPTED >&2; exit 7'; done > "$SCRIPT"
 """
 
 
-@pytest.mark.parametrize("name,args", [
-    ("synth", ["--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--seeds", "0", "--jobs", "1"]),
-    ("librispeech", ["--stage", "4", "--stop_stage", "4", "--pes", "none rope"]),
-    ("tedlium3", ["--stage", "4", "--stop_stage", "4", "--pes", "none rope"]),
+@pytest.mark.parametrize("name,args,edited", [
+    ("synth", ["--stage", "2", "--stop_stage", "2", "--pes", "none,rope", "--seeds", "0", "--jobs", "1"], "run.sh"),
+    ("librispeech", ["--stage", "4", "--stop_stage", "4", "--pes", "none rope"], "run.sh"),
+    ("tedlium3", ["--stage", "4", "--stop_stage", "4", "--pes", "none rope"], "run.sh"),
+    # the shared stages (recipes/lib/stages.sh) are read in full when sourced
+    ("librispeech", ["--stage", "4", "--stop_stage", "5", "--pes", "none rope"], "lib"),
 ])
-def test_editing_run_sh_during_a_run_does_not_change_the_running_copy(name, args, tmp_path):
-    script = tmp_path / "repo" / "recipes" / name / "run.sh"
+def test_editing_run_sh_during_a_run_does_not_change_the_running_copy(name, args, edited, tmp_path):
+    recipes = tmp_path / "repo" / "recipes"
+    script = recipes / name / "run.sh"
     script.parent.mkdir(parents=True)
     script.write_text((REPO / "recipes" / name / "run.sh").read_text())
-    shutil.copy(REPO / "recipes" / "python.sh", script.parents[1] / "python.sh")
+    shutil.copy(REPO / "recipes" / "python.sh", recipes / "python.sh")
+    shutil.copytree(REPO / "recipes" / "lib", recipes / "lib")
+    rewritten = script if edited == "run.sh" else recipes / "lib" / "stages.sh"
     exe = tmp_path / "fake_python"
     exe.write_text(REWRITING_PYTHON)
     exe.chmod(0o755)
     log = tmp_path / "calls.log"
+    if edited == "lib":  # what stage 5 evaluates: a test manifest and the two runs
+        (tmp_path / "work" / "manifests").mkdir(parents=True)
+        (tmp_path / "work" / "manifests" / "test-clean.jsonl").write_text("")
+        for pe in ("none", "rope"):
+            (tmp_path / "work" / "runs" / pe).mkdir(parents=True)
     extra = ["--study_dir", str(tmp_path / "study")] if name == "synth" else ["--work_dir", str(tmp_path / "work")]
-    proc = run(script, *args, *extra, python=str(exe), env={"FAKE_LOG": str(log), "SCRIPT": str(script)},
+    proc = run(script, *args, *extra, python=str(exe), env={"FAKE_LOG": str(log), "SCRIPT": str(rewritten)},
                check=False)
     assert "CORRUPTED" not in proc.stderr and proc.returncode == 0, proc.stderr
-    assert [c.split(" pe=")[1].split()[0] for c in calls(log)] == ["none", "rope"]  # both runs, in order
-    assert "CORRUPTED" in script.read_text()  # the file on disk did change
+    trained = [c.split(" pe=")[1].split()[0] for c in calls(log) if " pe=" in c]
+    assert trained == ["none", "rope"]  # both runs, in order
+    if edited == "lib":  # stage 5, after the edit, still ran the shared stage as it was sourced
+        assert [c.split()[1] for c in calls(log) if "evaluate.py" in c] == [
+            f"run={tmp_path}/work/runs/none", f"run={tmp_path}/work/runs/rope"]
+    assert "CORRUPTED" in rewritten.read_text()  # the file on disk did change
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git work tree")

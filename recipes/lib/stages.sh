@@ -1,0 +1,163 @@
+# Sourced by the corpus recipes (recipes/<corpus>/run.sh) after they set their defaults and $repo:
+# the option parsing and the stages every corpus shares. The layout of a corpus recipe is
+#   stage 0  download (corpus-specific; `needs_archives`, `downloaded`, `download_archive` help)
+#   stage 1  extract (corpus-specific)
+#   stage 2  manifests <work_dir>/manifests/<set>.jsonl (corpus-specific)
+#   stage 3  long-form sets <set>_long.jsonl             stage_longform SET...
+#   stage 4  train one model per PE in $pes              stage_train [OVERRIDE...]
+#   stage 5  evaluate every run on the test sets         stage_evaluate
+#   stage 6  WER-vs-length figures per test set          stage_plot
+# The recipe defines `test_sets` (names of the test manifests that exist, one a line; see
+# `existing_sets`) and may redefine `check_test_sets` and `longform_done` (defaults below).
+# recipes/librispeech/run.sh and recipes/tedlium3/run.sh are the models.
+#
+# `source` reads this whole file before running any of it, and it only defines functions and
+# constants, so editing it while a recipe runs does not change the running copy (like the recipes'
+# own { ... } blocks).
+
+# Options of every corpus recipe; a recipe adds its own in `parse_options NAME... -- "$@"`.
+recipe_common_options="stage stop_stage work_dir data_dir corpus_dir mirror verify checksums longform_durations \
+pes experiment extra eval_extra"
+
+# The leading comment block of the recipe, without the '#' (the --help text).
+usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
+
+# parse_options NAME... -- ARG...: set the variable of each --name value (or --name=value; dashes in
+# the name read as underscores) given in ARGs. Accepted names: the common options and the NAMEs.
+parse_options() {
+  local accepted="$recipe_common_options" _opt _val
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do accepted="$accepted $1"; shift; done
+  [ $# -gt 0 ] && shift
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -h|--help) usage; exit 0 ;;
+      --*=*) _opt="${1%%=*}"; _val="${1#*=}"; shift ;;
+      --*) [ $# -ge 2 ] || { echo "$0: option $1 needs a value" >&2; exit 1; }
+           _opt="$1"; _val="$2"; shift 2 ;;
+      *) echo "$0: unexpected argument '$1' (options are --name value)" >&2; exit 1 ;;
+    esac
+    _opt="${_opt#--}"; _opt="${_opt//-/_}"
+    case " $accepted " in
+      *" $_opt "*) printf -v "$_opt" '%s' "$_val" ;;
+      *) echo "$0: unknown option --$_opt" >&2; usage >&2; exit 1 ;;
+    esac
+  done
+}
+
+# recipe_setup NAME: the checked interpreter ($PYTHON, recipes/python.sh), PYTHONPATH, absolute
+# $work_dir with $archive_dir, $manifest_dir and $runs_dir in it, and $corpus_dir (the extracted
+# tree given with --corpus_dir, else $archive_dir); NAME tags the log lines.
+recipe_setup() {
+  recipe_name=$1
+  source "$repo/recipes/python.sh"   # $PYTHON: set, or .venv/bin/python; checked
+  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+  mkdir -p "$work_dir"
+  work_dir="$(cd "$work_dir" && pwd)"
+  archive_dir="$work_dir/archives"
+  manifest_dir="$work_dir/manifests"
+  runs_dir="$work_dir/runs"
+  if [ -n "$corpus_dir" ]; then corpus_dir="$(cd "$corpus_dir" && pwd)"; else corpus_dir="$archive_dir"; fi
+}
+
+log() { echo "$(date '+%F %T') [$recipe_name] $*"; }
+run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+# Comma-joined, single-quoted Hydra list: ['a','b'] (paths may hold characters Hydra would parse).
+hydra_list() { local out="" x; for x in "$@"; do out="$out${out:+,}'$x'"; done; echo "[$out]"; }
+has_entries() { grep -q '[^[:space:]]' "$1" 2>/dev/null; }  # a manifest with at least one line
+
+# existing_sets "SET..." SUFFIX...: <set><suffix> for each manifest of $manifest_dir that exists,
+# set by set in the order given (a recipe's `test_sets` is usually one call of this).
+existing_sets() {
+  local p s
+  for p in $1; do
+    for s in "${@:2}"; do [ -f "$manifest_dir/$p$s.jsonl" ] && echo "$p$s"; done
+  done
+  return 0
+}
+# Hooks a recipe may redefine after sourcing this file:
+check_test_sets() { :; }               # check_test_sets SET...: exit with a message if one is unusable
+longform_done() { [ -f "$1" ]; }       # longform_done MANIFEST: stage 3 keeps it (else builds it)
+
+# Stages 0-1: `if run_stage 0 && needs_archives 0; then ...`: true unless --corpus_dir named an
+# extracted tree, in which case stage N logs that it is skipped.
+needs_archives() {
+  [ "$corpus_dir" = "$archive_dir" ] && return 0
+  log "stage $1: skipped (--corpus_dir $corpus_dir given)"
+  return 1
+}
+# downloaded NAME: stage 0 fetched NAME already (marker $archive_dir/.NAME.downloaded).
+downloaded() { [ -f "$archive_dir/.$1.downloaded" ]; }
+# download_archive NAME MODULE [ARG...]: `$PYTHON -m MODULE download --root $archive_dir ARG...` with
+# the common --mirror/--data_dir/--no_verify/--checksums options, then mark NAME downloaded.
+download_archive() {
+  local name=$1 module=$2
+  shift 2
+  local args=(download --root "$archive_dir" "$@" --mirror "$mirror")
+  [ -n "$data_dir" ] && args+=(--data_dir "$data_dir")
+  [ "$verify" = true ] || args+=(--no_verify)
+  [ -n "$checksums" ] && args+=(--checksums "$checksums")
+  "$PYTHON" -m "$module" "${args[@]}"
+  touch "$archive_dir/.$name.downloaded"
+}
+
+# Stage 3: stage_longform SET...: <set>_long.jsonl from each <set>.jsonl (scripts/make_longform.py,
+# $longform_durations); kept where `longform_done` says so.
+stage_longform() {
+  local part out
+  log "stage 3: long-form test sets $longform_durations s"
+  for part in "$@"; do
+    out="$manifest_dir/${part}_long.jsonl"
+    if longform_done "$out"; then log "  $out exists"; continue; fi
+    "$PYTHON" "$repo/scripts/make_longform.py" in="$manifest_dir/$part.jsonl" out="$out" \
+      durations="$longform_durations"
+  done
+}
+
+# Stage 4: stage_train [OVERRIDE...]: train.py once per PE in $pes into $runs_dir/<pe>, with the
+# recipe's Hydra OVERRIDEs before $extra; skips runs whose evaluation is done.
+stage_train() {
+  local pe run
+  log "stage 4: train pes=[$pes] experiment=$experiment"
+  for pe in $pes; do
+    run="$runs_dir/$pe"
+    # eval/done.json: train.py writes it once every test set is scored; a run killed mid-evaluation
+    # lacks it and is started again (resume=auto: training is complete, evaluation is redone)
+    if [ -f "$run/eval/done.json" ]; then log "  $pe: done ($run/eval/done.json exists)"; continue; fi
+    # shellcheck disable=SC2086  # $extra holds several overrides on purpose
+    "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
+      data.corpus.manifest_dir="$manifest_dir" "$@" $extra
+  done
+}
+
+# Stage 5: evaluate.py on every set of `test_sets` not yet scored (eval/<set>/buckets.csv), per run.
+stage_evaluate() {
+  local -a sets todo
+  local pe run s
+  mapfile -t sets < <(test_sets)
+  [ "${#sets[@]}" -gt 0 ] || { echo "$0: stage 5: no test manifests in $manifest_dir (run stages 2-3)" >&2; exit 1; }
+  check_test_sets "${sets[@]}"
+  log "stage 5: evaluate on ${sets[*]}"
+  for pe in $pes; do
+    run="$runs_dir/$pe"
+    [ -d "$run" ] || { echo "$0: stage 5: $run missing (run stage 4)" >&2; exit 1; }
+    todo=()
+    for s in "${sets[@]}"; do [ -f "$run/eval/$s/buckets.csv" ] || todo+=("$manifest_dir/$s.jsonl"); done
+    if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated"; continue; fi
+    # shellcheck disable=SC2086
+    "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
+  done
+}
+
+# Stage 6: one WER-vs-length figure per set of `test_sets`, across the runs of $pes.
+stage_plot() {
+  local -a sets runs
+  local pe s
+  mapfile -t sets < <(test_sets)
+  check_test_sets "${sets[@]}"
+  runs=()
+  for pe in $pes; do runs+=("$runs_dir/$pe"); done
+  for s in "${sets[@]}"; do
+    log "stage 6: plot $s -> $work_dir/plots/$s"
+    "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
+  done
+}
