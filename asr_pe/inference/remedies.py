@@ -20,9 +20,11 @@ Overlapping chunked inference (``eval.mode=chunked``) is the reference a remedy 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -91,6 +93,19 @@ def remedy_suffix(remedies: list[Remedy]) -> str:
 def per_utterance(remedies: list[Remedy]) -> bool:
     """Whether the remedies depend on the padded length of a batch (then encode one by one)."""
     return any(r.name in ROPE_SCALINGS for r in remedies)
+
+
+def run_train_seconds(run_dir: str | Path) -> float:
+    """L_tr of a run: the longest training input, ``train_max_duration`` of its run_info.json."""
+    path = Path(run_dir) / "run_info.json"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("train_max_duration")
+    except (OSError, ValueError):
+        value = None
+    if not value:
+        raise RemedyError(f"{path}: no train_max_duration to scale the remedies by; give the training "
+                          "length in seconds with eval.train_length_s=<s>")
+    return float(value)
 
 
 def _rope_hooks(model: nn.Module) -> list[RoPE]:

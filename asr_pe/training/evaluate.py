@@ -46,6 +46,17 @@ from asr_pe.evaluation.scoring import score_record
 from asr_pe.inference.decode import decode_batch
 from asr_pe.inference.device import resolve_device
 from asr_pe.inference.long_form import resolve_block_size
+from asr_pe.inference.remedies import (
+    RemedyError,
+    check_remedies,
+    one_by_one,
+    parse_remedies,
+    per_utterance,
+    remedies_applied,
+    remedy_label,
+    remedy_suffix,
+    run_train_seconds,
+)
 from asr_pe.inference.run_loading import load_run, load_run_config
 from asr_pe.inference.transcribe import MODES, make_encode_fn
 
@@ -67,6 +78,8 @@ EVAL_DEFAULTS: dict[str, Any] = {
     "checkpoint": "best",    # best | last
     "suffix": "",            # results go to eval/<test set><suffix>
     "device": "auto",        # auto (CUDA when available) | cpu | cuda[:N]
+    "remedy": "",            # inference remedies for long inputs (asr_pe/inference/remedies.py), e.g. rope_yarn+window
+    "train_length_s": None,  # the remedies' training length L_tr (None: run_info.json train_max_duration)
 }
 
 
@@ -113,6 +126,13 @@ def check_eval_settings(settings: Mapping[str, Any]) -> None:
         resolve_block_size(settings["block_size"], 1, 1)
     except ValueError as e:
         raise EvalSettingsError(f"eval: {e}") from None
+    try:
+        parse_remedies(settings["remedy"])
+    except RemedyError as e:
+        raise EvalSettingsError(str(e)) from None
+    if settings["train_length_s"] is not None and not (
+            isinstance(settings["train_length_s"], (int, float)) and settings["train_length_s"] > 0):
+        raise EvalSettingsError(f"eval.train_length_s={settings['train_length_s']!r}: must be a number of seconds > 0")
     if settings["mode"] not in MODES:
         raise EvalSettingsError(f"eval.mode={settings['mode']!r}: choose one of {MODES}")
     # eval.suffix names a folder beside the others (eval/test, eval/test_joint, ...)
@@ -158,7 +178,6 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     # eval.suffix keeps several evaluations of one set side by side (eval/test, eval/test_joint,
     # eval/test_chunked20): without it a second decoding method would replace the first's files
     suffix = str(settings["suffix"])
-    edges_spec = settings["edges"]
     decode = (OmegaConf.to_container(over.decode, resolve=True) if over.get("decode") is not None
               else {"method": "greedy"})
     data_cfg = cfg.data.copy()
@@ -181,6 +200,26 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     mode = str(settings["mode"])
     encode = make_encode_fn(model, mode, block_size=block_size, chunk_s=float(settings["chunk_s"]),
                             overlap_s=float(settings["overlap_s"]))
+    # eval.remedy: switched on around the decoding below, results in eval/<set>_<remedy> unless
+    # eval.suffix names the folder
+    remedies = parse_remedies(settings["remedy"])
+    train_s = None
+    if remedies:
+        check_remedies(model, remedies, pe_label(cfg.pe))
+        train_s = float(settings["train_length_s"] or run_train_seconds(run_dir))
+        suffix = suffix or remedy_suffix(remedies)
+        if per_utterance(remedies):
+            encode = one_by_one(encode)
+    with remedies_applied(model, remedies, train_s):
+        return _decode_and_score(run_dir, cfg, model, tokenizer, features, cmvn, ckpt, test_sets, test_utts, settings,
+                                 decode, device, encode, suffix, mode, block_size,
+                                 {"remedy": remedy_label(remedies), "train_length_s": train_s} if remedies else {})
+
+
+def _decode_and_score(run_dir, cfg, model, tokenizer, features, cmvn, ckpt, test_sets, test_utts, settings, decode,
+                      device, encode, suffix, mode, block_size, remedy_meta) -> dict[str, list[dict]]:
+    """Decode every test set with ``encode`` and write eval/<set><suffix>/ (see ``evaluate_run``)."""
+    edges_spec = settings["edges"]
     results = {}
     for name, path in test_sets.items():
         utts = test_utts[name]
@@ -209,12 +248,12 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
                 "manifest": str(path), "checkpoint": ckpt.name, "decode": decode, "mode": mode,
                 **({"chunk_s": settings["chunk_s"], "overlap_s": settings["overlap_s"]} if mode == "chunked"
                    else {"block_size": block_size}),
-                "edges": describe_edges(edges_spec, edges), "device": device,
+                "edges": describe_edges(edges_spec, edges), "device": device, **remedy_meta,
                 "seconds": round(time.time() - t0, 1)}
         write_per_utt(records, out / "per_utt.jsonl")
         write_bucket_files(rows, out, meta=meta)
         print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')} "
-              f"device={device}")
+              f"device={device}" + (f" remedy={remedy_meta['remedy']}" if remedy_meta else ""))
         print(format_table(rows))
         print(f"bucket edges (s): {meta['edges']}; buckets without utterances have no row")
         results[f"{name}{suffix}"] = rows

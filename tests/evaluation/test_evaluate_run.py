@@ -293,3 +293,33 @@ def test_cli_errors_are_one_line(run_dir, tmp_path, case):
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(message) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+# ----------------------------------------------------------------------------- remedies
+
+
+def test_a_remedy_writes_its_own_folder_and_leaves_trained_lengths_alone(run_dir):
+    """eval.remedy=window:2 (L_tr given): results in eval/test-clean_window2 with the remedy in the
+    meta file; the 1.5 s utterance (inside the window and the training length) decodes as without."""
+    plain = ev.evaluate_run(run_dir, {"eval": {"n_boot": 10, "suffix": "_plain"}})
+    out = ev.evaluate_run(run_dir, {"eval": {"n_boot": 10, "remedy": "window:2", "train_length_s": 3.0}})
+    assert set(out) == {"test-clean_window2"} and set(plain) == {"test-clean_plain"}
+    meta = json.loads((run_dir / "eval" / "test-clean_window2" / "buckets.meta.json").read_text())
+    assert meta["remedy"] == "window:2" and meta["train_length_s"] == 3.0
+
+    def hyps(folder):
+        lines = (run_dir / "eval" / folder / "per_utt.jsonl").read_text().splitlines()
+        return {r["id"]: r["hyp"] for r in map(json.loads, lines)}
+
+    assert hyps("test-clean_window2")["1089-134686-0000"] == hyps("test-clean_plain")["1089-134686-0000"]
+
+
+def test_remedy_errors_name_what_to_do(run_dir):
+    with pytest.raises(ev.EvalSettingsError, match="unknown remedy 'windw'"):
+        ev.evaluate_run(run_dir, {"eval": {"remedy": "windw"}})
+    with pytest.raises(ValueError, match="pe=rope only"):
+        ev.evaluate_run(run_dir, {"eval": {"remedy": "rope_yarn", "train_length_s": 3.0}})
+    with pytest.raises(ValueError, match=r"run_info.json: no train_max_duration.*eval.train_length_s"):
+        ev.evaluate_run(run_dir, {"eval": {"remedy": "logit_scale"}})
+    with pytest.raises(ev.EvalSettingsError, match="train_length_s"):
+        ev.evaluate_run(run_dir, {"eval": {"remedy": "logit_scale", "train_length_s": -1}})

@@ -69,6 +69,13 @@ class PositionalEncoding(nn.Module):
         self.label = label
 
     def forward_input(self, x, lengths):
+        """The input stage; also draws the attention hooks' positions for this forward pass when
+        they take a position map (one draw shared by every layer)."""
+        if self.attention is not None:
+            pmap = getattr(self.attention[0], "position_map", None)
+            drawn = None if pmap is None else pmap.draw(lengths, x.size(1), self.training)
+            for hook in self.attention:
+                hook.drawn_positions = drawn  # (B, T) or None: positions 0 … T−1
         return x if self.input is None else self.input(x, lengths)
 
     def layer(self, i: int) -> AttentionPE | None:

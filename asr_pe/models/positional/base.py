@@ -39,6 +39,10 @@ class AttentionPE(nn.Module):
     # attention hides keys farther than this itself; only a PE that mixes values outside the
     # softmax (REM's P·V in ``mix_output``) must honour it too.
     window: int | None = None
+    # Positions (B, T) of this forward pass from a position map (position_maps.py), set by
+    # ``PositionalEncoding.forward_input``; None: frame t is at position t. Only PEs built
+    # with a ``position_map`` option (RoPE, relative) read it, as drawn[:, q_pos].
+    drawn_positions: torch.Tensor | None = None
 
     def transform_qk(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor

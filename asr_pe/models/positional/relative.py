@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from .base import AttentionPE, register_attention_pe
+from .position_maps import build_position_map
 from .sinusoidal import sinusoid
 
 # Position tables shared by the query blocks of one attention call, keyed by the id of that
@@ -86,7 +87,8 @@ def is_range(pos: torch.Tensor) -> bool:
 
 @register_attention_pe("relative")
 class RelativePE(AttentionPE):
-    def __init__(self, d_model: int, n_heads: int, base: float = 10000.0, causal: bool = False):
+    def __init__(self, d_model: int, n_heads: int, base: float = 10000.0, causal: bool = False,
+                 position_map: dict | None = None, frame_shift_s: float = 0.04):
         super().__init__()
         assert d_model % n_heads == 0, f"d_model {d_model} not divisible by n_heads {n_heads}"
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
@@ -95,6 +97,9 @@ class RelativePE(AttentionPE):
         self.linear_pos = nn.Linear(d_model, d_model, bias=False)
         self.pos_bias_u = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
         self.pos_bias_v = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
+        # a training-time remedy for long inputs (position_maps.py): offsets p_i − p_j of drawn
+        # positions, scored through the sin/cos factorisation of ``relative_factors``
+        self.position_map = build_position_map(position_map, frame_shift_s)
 
     def position_table(self, offsets: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """p for the given signed offsets r = i − j: (n,) -> (H, n, d)."""
@@ -109,6 +114,9 @@ class RelativePE(AttentionPE):
         """rel_shift((q + v)·pᵀ)/√d for the query rows at q_pos against keys k_pos: (B, H, Tq, Tk)."""
         Tq, Tk = q.size(2), k_pos.numel()
         scale = 1.0 / math.sqrt(self.d_head)
+        if self.drawn_positions is not None:  # per-utterance positions: no shared offset table
+            q_rel, k_rel = self.relative_factors(q, self.drawn_positions[:, q_pos], self.drawn_positions[:, k_pos])
+            return torch.matmul(q_rel * scale, k_rel.transpose(-2, -1))  # (B, H, Tq, Tk)
         # scaled before the product: a pass over (B, H, Tq, d) instead of one over (B, H, Tq, 2T)
         qv = (q + self.pos_bias_v.to(q.dtype)[None, :, None, :]) * scale  # (B, H, Tq, d)
         check = q_pos.device.type == "cpu"
@@ -149,28 +157,40 @@ class RelativePE(AttentionPE):
         start = Tk - 1 - hi  # row of offset hi = q_last − k_first
         return full[:, start: start + Tq + Tk - 1]  # (H, Tq + Tk − 1, d)
 
-    def fused_qk(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """The whole score as one dot product, for SDPA without a bias: (q', k') of width d + D with
-        q'_i·k'_j = (q_i + u)·k_j + (q_i + v)·p_{i−j} (then scaled by 1/√d as usual).
+    def relative_factors(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
+        """(q_rel (B, H, Tq, D), k_rel (…, Tk, D)) with q_rel_i·k_rel_j = (q_i + v)·p_{i−j} for any
+        positions (T,) or per utterance (B, T), integer or not.
 
         p_h(r) = W_h·R(r), W_h the head's (d, D) rows of W_pos, so (q_i + v)·p_h(i − j) =
         a_i·R(i − j) with a_i = W_hᵀ(q_i + v) ∈ R^D. R interleaves sin(rω_k), cos(rω_k), and
         sin((i−j)ω) = s_i c_j − c_i s_j, cos((i−j)ω) = c_i c_j + s_i s_j, hence
         a_i·R(i − j) = Σ_k c_j (a_2k s_i + a_2k+1 c_i) + s_j (a_2k+1 s_i − a_2k c_i):
         queries get [a_2k s_i + a_2k+1 c_i, a_2k+1 s_i − a_2k c_i]_k, keys [c_j, s_j]_k.
-        Exact (angles in float64), no bias tensor, and SDPA's own backward gives every
-        gradient; costs a (d + D)-wide QKᵀ instead of a d-wide one."""
+        Exact (angles in float64)."""
         B, H, _, d = q.shape
         w = self.linear_pos.weight.to(q.dtype).view(H, d, self.d_model)  # (H, d, D): W_h
         a = torch.matmul(q + self.pos_bias_v.to(q.dtype)[None, :, None, :], w)  # (B, H, Tq, D)
         omega = torch.exp(-math.log(self.base) * torch.arange(0, self.d_model, 2, device=q.device,
                                                                dtype=torch.float64) / self.d_model)  # (D/2,)
-        ang_q = q_pos.to(torch.float64)[:, None] * omega  # (Tq, D/2)
-        ang_k = k_pos.to(torch.float64)[:, None] * omega  # (Tk, D/2)
+        ang_q = q_pos.to(torch.float64)[..., None] * omega  # (Tq, D/2) or (B, Tq, D/2)
+        ang_k = k_pos.to(torch.float64)[..., None] * omega  # (Tk, D/2) or (B, Tk, D/2)
+        if ang_q.dim() == 3:
+            ang_q, ang_k = ang_q[:, None], ang_k[:, None]  # (B, 1, T, D/2): shared by the heads
         s_i, c_i = ang_q.sin().to(q.dtype), ang_q.cos().to(q.dtype)
         a_even, a_odd = a[..., 0::2], a[..., 1::2]  # (B, H, Tq, D/2) multiply sin / cos
         q_rel = torch.stack((a_even * s_i + a_odd * c_i, a_odd * s_i - a_even * c_i), dim=-1).flatten(-2)
-        k_rel = torch.stack((ang_k.cos(), ang_k.sin()), dim=-1).flatten(-2).to(k.dtype)  # (Tk, D)
+        k_rel = torch.stack((ang_k.cos(), ang_k.sin()), dim=-1).flatten(-2).to(q.dtype)  # (…, Tk, D)
+        return q_rel, k_rel
+
+    def fused_qk(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
+        """The whole score as one dot product, for SDPA without a bias: (q', k') of width d + D with
+        q'_i·k'_j = (q_i + u)·k_j + (q_i + v)·p_{i−j} (then scaled by 1/√d as usual), from
+        ``relative_factors``. No bias tensor, and SDPA's own backward gives every gradient;
+        costs a (d + D)-wide QKᵀ instead of a d-wide one."""
+        B, H = q.shape[:2]
+        if self.drawn_positions is not None:
+            q_pos, k_pos = self.drawn_positions[:, q_pos], self.drawn_positions[:, k_pos]  # (B, Tq), (B, Tk)
+        q_rel, k_rel = self.relative_factors(q, q_pos, k_pos)
         q_aug = torch.cat((q + self.pos_bias_u.to(q.dtype)[None, :, None, :], q_rel), dim=-1)  # (B, H, Tq, d + D)
         k_aug = torch.cat((k, k_rel.expand(B, H, -1, -1)), dim=-1)  # (B, H, Tk, d + D)
         return q_aug, k_aug

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from .base import AttentionPE, register_attention_pe
+from .position_maps import build_position_map
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -80,6 +81,7 @@ class RoPE(AttentionPE):
         interleaved: bool = False,
         time_scale: float | None = None,
         causal: bool = False,
+        position_map: dict | None = None,
     ):
         super().__init__()
         assert d_model % n_heads == 0, f"rope: d_model {d_model} not divisible by n_heads {n_heads}"
@@ -92,6 +94,8 @@ class RoPE(AttentionPE):
         self.causal = causal  # same rotation either way; the causal mask is the attention's job
         inv_freq = self.base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,) θ_k
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # a training-time remedy for long inputs (position_maps.py): positions drawn per forward
+        self.position_map = build_position_map(position_map, self.frame_shift_s)
 
     def _position_unit(self) -> float:
         """Frames -> the positions the frequencies apply to (1, or Δt·time_scale)."""
@@ -119,15 +123,17 @@ class RoPE(AttentionPE):
         return (1 - keep) * self.inv_freq / s + keep * self.inv_freq, 1.0, (0.1 * math.log(s) + 1.0) ** 2
 
     def angles(self, pos: torch.Tensor, inv_freq: torch.Tensor | None = None, pos_factor: float = 1.0) -> torch.Tensor:
-        """(T,) positions -> (T, d/2) angles p·θ_k in fp32 (θ, and a factor on p, as given)."""
+        """(T,) or (B, T) positions -> (..., d/2) angles p·θ_k in fp32 (θ, and a factor on p, as given)."""
         p = pos.to(torch.float32) * (self._position_unit() * pos_factor)
         freq = self.inv_freq if inv_freq is None else inv_freq
-        return p[:, None] * freq.to(p.device)[None, :]
+        return p[..., None] * freq.to(p.device)  # (..., T, d/2)
 
     def rotate(self, x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor | None = None,
                pos_factor: float = 1.0) -> torch.Tensor:
-        """x (B, H, T, d) rotated by the angles of ``pos`` (T,); computed in fp32."""
-        ang = self.angles(pos, inv_freq, pos_factor)  # (T, d/2)
+        """x (B, H, T, d) rotated by the angles of ``pos`` (T,) or (B, T); computed in fp32."""
+        ang = self.angles(pos, inv_freq, pos_factor)  # (T, d/2) or (B, T, d/2)
+        if ang.dim() == 3:
+            ang = ang[:, None]  # (B, 1, T, d/2): per-utterance positions, shared by the heads
         if self.interleaved:
             cos = ang.cos().repeat_interleave(2, dim=-1)  # (T, d): c0 c0 c1 c1 …
             sin = ang.sin().repeat_interleave(2, dim=-1)
@@ -143,6 +149,8 @@ class RoPE(AttentionPE):
 
     def transform_qk(self, q, k, q_pos, k_pos):
         freq, pos_factor, logit_factor = self.scaled_frequencies(k_pos.numel())
+        if self.drawn_positions is not None:  # a position map: frame t of utterance b sits at drawn[b, t]
+            q_pos, k_pos = self.drawn_positions[:, q_pos], self.drawn_positions[:, k_pos]  # (B, Tq), (B, Tk)
         q = self.rotate(q, q_pos, freq, pos_factor)
         if logit_factor != 1.0:
             q = q * logit_factor  # YaRN's temperature, on q alone: the same logits
@@ -152,4 +160,5 @@ class RoPE(AttentionPE):
         return (
             f"d_head={self.d_head}, base={self.base:g}, interleaved={self.interleaved}, "
             f"time_scale={self.time_scale}" + ("" if self.scaling is None else f", scaling={self.scaling}")
+            + ("" if self.position_map is None else f", position_map={self.position_map}")
         )

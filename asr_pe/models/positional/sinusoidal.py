@@ -14,6 +14,7 @@ import math
 import torch
 
 from .base import InputPE, register_input_pe
+from .position_maps import build_position_map
 
 
 def sinusoid(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -37,16 +38,23 @@ def resolve_xscale(xscale: float | str, d_model: int) -> float:
 
 @register_input_pe("sinusoidal")
 class SinusoidalPE(InputPE):
-    def __init__(self, d_model: int, xscale: float | str = 1.0, base: float = 10000.0):
+    def __init__(self, d_model: int, xscale: float | str = 1.0, base: float = 10000.0,
+                 position_map: dict | None = None, frame_shift_s: float = 0.04):
         super().__init__()
         self.d_model = d_model
         self.xscale = resolve_xscale(xscale, d_model)
         self.base = base
+        # a training-time remedy for long inputs (position_maps.py); None: positions 0 … T−1
+        self.position_map = build_position_map(position_map, frame_shift_s)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        drawn = None if self.position_map is None else self.position_map.draw(lengths, x.size(1), self.training)
+        if drawn is not None:
+            pe = sinusoid(drawn.to(x.device), self.d_model, self.base).to(x.dtype)  # (B, T, D)
+            return x * self.xscale + pe
         pos = torch.arange(x.size(1), device=x.device)  # (T,)
         pe = sinusoid(pos, self.d_model, self.base).to(x.dtype)  # (T, D)
         return x * self.xscale + pe.unsqueeze(0)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, xscale={self.xscale:g}"
+        return f"d_model={self.d_model}, xscale={self.xscale:g}, position_map={self.position_map}"
