@@ -48,3 +48,26 @@ def test_pe_combination_merges_two_files_and_is_labelled():
         cfg = compose("train", overrides=["pe=[cape,rope]"])
     assert cfg.pe.input.name == "cape" and cfg.pe.attention.name == "rope"
     assert cfg.name.startswith("cape+rope_ctc")
+
+
+def test_resume_refuses_a_changed_model_but_not_an_option_added_later_as_null(tmp_path):
+    """check_resume_compatible: a run saved before an option existed (e.g. data.concat_max_seconds,
+    null = off) resumes under the new config; a changed encoder or data setting does not."""
+    from omegaconf import OmegaConf
+
+    from asr_pe.training.run_dir import check_resume_compatible
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        now = compose("train", overrides=["pe=rope"])
+    saved = OmegaConf.to_container(now, resolve=False)
+    del saved["data"]["concat_max_seconds"]
+    OmegaConf.save(OmegaConf.create(saved), tmp_path / "config.yaml")
+    check_resume_compatible(tmp_path, now)
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        changed = compose("train", overrides=["pe=rope", "encoder.n_layers=3"])
+    with pytest.raises(ValueError, match="config section 'encoder' differs"):
+        check_resume_compatible(tmp_path, changed)
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        concat = compose("train", overrides=["pe=rope", "data.concat_max_seconds=20"])
+    with pytest.raises(ValueError, match="config section 'data' differs"):
+        check_resume_compatible(tmp_path, concat)

@@ -17,6 +17,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from asr_pe.data.concat import ConcatDataset, pack_groups
 from asr_pe.data.dataset import ASRDataset, collate, compute_cmvn, filter_for_ctc
 from asr_pe.data.features import FbankExtractor, GlobalCMVN, SpecAugment
 from asr_pe.data.manifest import Utterance, read_manifest
@@ -160,6 +161,14 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     report["train_used"] = len(train)
     report["train_hours"] = sum(u.duration for u in train) / 3600
     report["train_max_duration"] = max(u.duration for u in train)
+    concat_s = data_cfg.get("concat_max_seconds")
+    if concat_s:
+        # the longest training *input* is what the model's positions have seen (the remedies'
+        # L_tr, the plots' training-length marker)
+        groups = pack_groups([u.duration for u in train], float(concat_s), seed=int(data_cfg.get("concat_seed", 0)))
+        report["train_max_utterance"] = report["train_max_duration"]
+        report["train_inputs"] = len(groups)
+        report["train_max_duration"] = max(sum(train[i].duration for i in g) for g in groups)
     return RunData(manifests, train, dev, tokenizer, features, cmvn, report)
 
 
@@ -202,13 +211,17 @@ class ASRDataModule(L.LightningDataModule):
         cache = bool(self.cfg.get("cache_features", True))
         d = self.data
         self.train_set = ASRDataset(d.train, d.tokenizer, d.features, d.cmvn, self.spec_augment, cache_features=cache)
+        concat_s = self.cfg.get("concat_max_seconds")
+        if concat_s:  # training inputs of up to concat_max_seconds, utterances joined (asr_pe/data/concat.py)
+            groups = pack_groups(self.train_set.durations, float(concat_s), seed=int(self.cfg.get("concat_seed", 0)))
+            self.train_set = ConcatDataset(self.train_set, groups)
         self.dev_set = ASRDataset(d.dev, d.tokenizer, d.features, d.cmvn, None, cache_features=cache) if d.dev else None
 
     def _sampler(self, ds: ASRDataset, shuffle: bool) -> DurationBucketSampler:
         world = self.trainer.world_size if self.trainer is not None else 1
         rank = self.trainer.global_rank if self.trainer is not None else 0
         return DurationBucketSampler(
-            [u.duration for u in ds.utterances], self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
+            ds.durations, self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
             shuffle=shuffle, seed=self.seed, max_batch_size=self.cfg.get("max_batch_size"),
             num_replicas=world, rank=rank,
         )

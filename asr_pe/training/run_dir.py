@@ -76,11 +76,17 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
     saved = OmegaConf.load(saved_path)
     now = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
 
+    def without_nulls(value):
+        # an option added later with a null default ("off") must not block resuming older runs
+        if isinstance(value, dict):
+            return {k: without_nulls(v) for k, v in value.items() if v is not None}
+        return value
+
     def section(c: DictConfig, key: str):
         value = OmegaConf.to_container(c[key]) if c.get(key) is not None else None
         if isinstance(value, dict):
             value = {k: v for k, v in value.items() if k not in FREE_ON_RESUME.get(key, ())}
-        return value
+        return without_nulls(value)
 
     for key in MODEL_SECTIONS:
         if section(saved, key) != section(now, key):

@@ -72,6 +72,24 @@ def test_ctc_run_learns_and_evaluates(tiny_synth_root, tmp_path):
         evaluate_run(run, {"eval": {"suffix": "../x", "checkpoint": "last"}})
 
 
+def test_training_remedies_train_and_record_the_training_length(tiny_synth_root, tmp_path):
+    """Randomized RoPE positions with utterances joined into <= 8 s inputs: the run trains, its
+    run_info records the joined length as the training length, and a windowed evaluation runs."""
+    run = tmp_path / "run"
+    cfg = compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
+        f"run_dir={run}", "pe=rope", "encoder=transformer", "trainer.max_steps=4", "eval_after_train=false",
+        "+pe.attention.position_map={kind:randomized,max_seconds:100}", "data.concat_max_seconds=8"])
+    train(cfg)
+    losses = train_losses(run)
+    assert len(losses) == 4 and all(loss == loss and loss < 1e4 for loss in losses)
+    info = json.loads((run / "run_info.json").read_text())
+    report = info["data_report"]
+    assert 5.0 < info["train_max_duration"] <= 8.0 + report["train_max_utterance"]
+    assert report["train_inputs"] < report["train_used"]
+    results = evaluate_run(run, {"eval": {"n_boot": 10, "checkpoint": "last", "remedy": "window"}})
+    assert list(results) == ["test_window"]
+
+
 def test_resume_continues_the_step_count(tiny_synth_root, tmp_path):
     run = tmp_path / "run"
     base = TINY_MODEL + synth_overrides(tiny_synth_root) + [
