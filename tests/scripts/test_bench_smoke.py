@@ -2,11 +2,14 @@
 writes a CSV and a markdown table with a row per PE and length. No timing is asserted."""
 
 import csv
+import dataclasses
 import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+
+from asr_pe.bench.attention import BenchConfig
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_attention.py"
 
@@ -57,3 +60,12 @@ def test_unknown_pe_is_a_clear_error(bench, capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(["--pes", "nope"])
     assert "unknown PE" in capsys.readouterr().err
+
+
+def test_flags_default_to_the_package_config(bench):
+    """The script only parses: its defaults are asr_pe.bench's BenchConfig, field for field."""
+    args = vars(bench.parse_args([]))
+    assert (args.pop("smoke"), args.pop("long_worker"), args.pop("argv")) == (False, None, [])
+    expected = dataclasses.asdict(BenchConfig())
+    expected.pop("argv")
+    assert args == expected

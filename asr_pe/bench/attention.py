@@ -1,0 +1,281 @@
+"""Cost of every positional encoding in the encoder (issue 6): the two modes and their options.
+
+* ``train``: forward + backward of the encoder alone (default: Conformer, 6 layers, d = 144,
+  4 heads, FFN 576, conv kernel 15, batch 8, padded lengths 100 % … 75 % of T) for every PE at
+  T ∈ {100, 250, 500, 1000, 2000} encoder frames. Models are timed interleaved (one step of
+  each in turn, the order rotated every repetition) after warm-up, so load drift on a shared
+  machine hits every PE alike; the median is reported with its ratio to ``pe=none`` measured
+  in the same process. ``torchaudio.models.Conformer`` of the same size is a reference row.
+  Peak memory of one step (`asr_pe.bench.measure.PeakMemory`) is measured in a separate pass
+  after the timings.
+* ``long``: inference only (front end + encoder, ``torch.inference_mode``) over one long
+  recording of 1, 10, 60 minutes, full-context (``asr_pe.inference.long_form``, attention in
+  query blocks) and/or chunked (``asr_pe.inference.chunked``). Each (PE, length, mode) runs in
+  a child process (`asr_pe.bench.long_worker`) so that its peak RSS (``ru_maxrss``) is its own.
+
+`run_benchmark` runs either, prints the table and writes ``<out>/bench_<mode>_<device>.csv``
+and ``.md`` (`asr_pe.bench.report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .cases import ALL_PES, FRAME_SHIFT_S, REFERENCE, TARGET_LENGTHS, TARGETS, build_model, pe_options
+from .measure import PeakMemory, fix_malloc_for_rss, sync, timed
+from .report import machine_info, write_outputs
+
+__all__ = [
+    "ALL_PES", "REFERENCE", "TARGETS", "TARGET_LENGTHS", "FRAME_SHIFT_S", "TRAIN_COLUMNS", "LONG_COLUMNS",
+    "BenchConfig", "BenchError", "pe_options", "build_model", "batch_lengths", "train_step", "train_rows",
+    "run_train", "long_spec", "run_long", "run_benchmark",
+]
+
+TRAIN_COLUMNS = ("mode", "pe", "T", "batch", "ms_per_step", "ratio_to_none", "min_ms", "cpu_ms",
+                 "cpu_ratio_to_none", "reps", "peak_mem_mb")
+# every key a long-mode row can have (a failed run has no measurements: its CSV cells are empty)
+LONG_COLUMNS = ("mode", "pe", "minutes", "infer", "block_size", "chunk_s", "overlap_s", "pe_options", "status",
+                "frames", "seconds", "peak_rss_mb", "peak_extra_mb", "input_mb")
+
+
+class BenchError(ValueError):
+    """A benchmark that cannot run as asked (no CUDA device, long mode off the CPU)."""
+
+
+@dataclass
+class BenchConfig:
+    """Every option of ``scripts/bench_attention.py`` with its default (the script's flags)."""
+
+    mode: str = "train"                       # train | long
+    pes: list[str] = field(default_factory=lambda: list(ALL_PES))
+    lengths: list[int] = field(default_factory=lambda: [100, 250, 500, 1000, 2000])  # train: T frames
+    minutes: list[float] = field(default_factory=lambda: [1, 10, 60])                # long: recording lengths
+    infer: list[str] = field(default_factory=lambda: ["full", "chunked"])            # long: inference modes
+    chunk_s: float = 20.0
+    overlap_s: float = 4.0
+    timeout: float | None = None              # long: seconds per child process
+    encoder: str = "conformer"
+    layers: int = 6
+    d_model: int = 144
+    heads: int = 4
+    ffn: int = 576
+    conv_kernel: int = 15
+    dropout: float = 0.1
+    batch: int = 8
+    block_size: int | None = None             # attention query block (train: none; long: auto)
+    reps: int = 7
+    warmup: int = 2
+    mem_reps: int = 2
+    memory: bool = True                       # the peak-memory pass (train)
+    reference: bool = True                    # the torchaudio row (train)
+    threads: int = 2
+    device: str = "cpu"                       # cpu | cuda | auto
+    out: str | None = "bench_results"         # folder for the CSV and markdown files
+    argv: list[str] = field(default_factory=list)  # the command line, recorded in the markdown
+
+    def smoke(self) -> "BenchConfig":
+        """Tiny sizes and one repetition (the test suite's run)."""
+        tiny = dict(layers=2, d_model=32, heads=2, ffn=64, batch=2, reps=1, warmup=0, mem_reps=1)
+        if self.mode == "train":
+            tiny["lengths"] = [16, 40]
+        else:
+            tiny["minutes"] = [0.05]
+        return dataclasses.replace(self, **tiny)
+
+
+# --------------------------------------------------------------------------------------------
+# train mode
+# --------------------------------------------------------------------------------------------
+def batch_lengths(T: int, B: int) -> torch.Tensor:
+    """Padded batch: lengths spread evenly from T down to ⌈0.75 T⌉ (longest first)."""
+    lo = math.ceil(0.75 * T)
+    return torch.linspace(T, lo, B).round().long().clamp(1, T)
+
+
+def train_step(model, x, lengths):
+    """One forward + backward; parameters' grads are reset to None first."""
+    for p in model.parameters():
+        p.grad = None
+    out, _ = model(x, lengths)
+    loss = out.float().square().mean()
+    loss.backward()
+    return loss
+
+
+def _batch(cfg: BenchConfig, T: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(T)
+    x = torch.randn(cfg.batch, T, cfg.d_model, generator=gen).to(device)
+    return x, batch_lengths(T, cfg.batch).to(device)
+
+
+def train_rows(T: int, batch: int, times: dict[str, list[float]], cpu: dict[str, list[float]]) -> list[dict]:
+    """Rows (`TRAIN_COLUMNS`) of one length from per-step seconds (wall and CPU) per name.
+
+    Ratios divide each median by that of ``none`` from the same ``times``/``cpu`` (the same
+    run), before rounding; NaN when ``none`` was not measured. Peak memory is NaN until the
+    memory pass fills it in.
+    """
+    med = {n: statistics.median(v) * 1000 for n, v in times.items()}
+    cmed = {n: statistics.median(v) * 1000 for n, v in cpu.items()}
+    base, cbase = med.get("none"), cmed.get("none")
+    return [{
+        "mode": "train", "pe": n, "T": T, "batch": batch,
+        "ms_per_step": round(med[n], 2),
+        "ratio_to_none": round(med[n] / base, 3) if base else float("nan"),
+        "min_ms": round(min(times[n]) * 1000, 2),
+        "cpu_ms": round(cmed[n], 2),
+        "cpu_ratio_to_none": round(cmed[n] / cbase, 3) if cbase else float("nan"),
+        "reps": len(times[n]),
+        "peak_mem_mb": float("nan"),
+    } for n in times]
+
+
+def run_train(cfg: BenchConfig, device: torch.device) -> list[dict]:
+    """Train-mode rows: every PE of ``cfg.pes`` (+ REFERENCE) at every length of ``cfg.lengths``."""
+    names = list(cfg.pes) + ([REFERENCE] if cfg.reference else [])
+    max_T = max(cfg.lengths)
+    models = {}
+    for n in names:
+        try:
+            models[n] = build_model(n, cfg, max_T).to(device).train()
+        except (ImportError, ValueError, TypeError) as e:  # one PE that cannot be built must not stop the others
+            print(f"[bench] skipping {n}: {type(e).__name__}: {e}", file=sys.stderr)
+    names = [n for n in names if n in models]
+    rows = []
+    for T in cfg.lengths:
+        x, lengths = _batch(cfg, T, device)
+        times: dict[str, list[float]] = {n: [] for n in names}
+        cpu: dict[str, list[float]] = {n: [] for n in names}
+        for n in names:  # warm-up (allocator, kernels, caches)
+            for _ in range(cfg.warmup):
+                train_step(models[n], x, lengths)
+        sync(device)
+        for rep in range(cfg.reps):
+            k = rep % len(names)
+            order = names[k:] + names[:k]  # rotate so no PE always runs right after another
+            for n in order:
+                wall_s, cpu_s = timed(functools.partial(train_step, models[n], x, lengths), device)
+                times[n].append(wall_s)
+                cpu[n].append(cpu_s)
+        rows += train_rows(T, cfg.batch, times, cpu)
+        line = "  ".join(f"{n}={statistics.median(times[n]) * 1000:.0f}" for n in names)
+        print(f"[bench] T={T}: {line} (ms, median of {cfg.reps})", flush=True)
+    if cfg.memory:
+        if device.type == "cpu":
+            fix_malloc_for_rss()
+        for T in cfg.lengths:
+            x, lengths = _batch(cfg, T, device)
+            for n in names:
+                train_step(models[n], x, lengths)  # grads allocated: measure the steady state
+                peaks = []
+                for _ in range(cfg.mem_reps):
+                    with PeakMemory(device) as pm:
+                        train_step(models[n], x, lengths)
+                    peaks.append(pm.peak_mb)
+                row = next(r for r in rows if r["pe"] == n and r["T"] == T)
+                row["peak_mem_mb"] = round(statistics.median(peaks), 1)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# long mode
+# --------------------------------------------------------------------------------------------
+def long_spec(cfg: BenchConfig, pe: str, minutes: float, infer: str) -> dict:
+    """What one child process (`asr_pe.bench.long_worker.long_worker`) measures."""
+    opts = {"policy": "wrap"} if pe == "learned" else {}
+    return {
+        "pe": pe, "minutes": minutes, "infer": infer, "threads": cfg.threads,
+        "encoder": cfg.encoder, "d_model": cfg.d_model, "heads": cfg.heads, "layers": cfg.layers,
+        "ffn": cfg.ffn, "conv_kernel": cfg.conv_kernel, "block_size": cfg.block_size or "auto",
+        "chunk_s": cfg.chunk_s, "overlap_s": cfg.overlap_s, "pe_options": opts,
+    }
+
+
+def _worker_env() -> dict:
+    """The child imports asr_pe from where this process did (a checkout need not be installed)."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+def run_long(cfg: BenchConfig) -> list[dict]:
+    """Long-mode rows, one child process each; a failed or timed-out run is a row with its status.
+
+    With ``cfg.out`` the files are rewritten after every run, so a long sweep keeps what it measured.
+    """
+    rows = []
+    for minutes in cfg.minutes:
+        for infer in cfg.infer:
+            for pe in cfg.pes:
+                spec = long_spec(cfg, pe, minutes, infer)
+                opts = spec["pe_options"]
+                row = {"mode": "long", "pe": pe, "minutes": minutes, "infer": infer,
+                       "block_size": spec["block_size"] if infer == "full" else "",
+                       "chunk_s": cfg.chunk_s if infer == "chunked" else "",
+                       "overlap_s": cfg.overlap_s if infer == "chunked" else "",
+                       "pe_options": json.dumps(opts) if opts else ""}
+                t0 = time.time()
+                try:
+                    proc = subprocess.run(
+                        [sys.executable, "-m", "asr_pe.bench.long_worker", json.dumps(spec)],
+                        capture_output=True, text=True, timeout=cfg.timeout, check=False, env=_worker_env(),
+                    )
+                    if proc.returncode != 0:
+                        raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else
+                                           f"exit {proc.returncode}")
+                    row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+                    row["status"] = "ok"
+                except subprocess.TimeoutExpired:
+                    row["status"] = f"timeout after {cfg.timeout} s"
+                except (RuntimeError, ValueError, OSError) as e:  # recorded in the table, the sweep goes on
+                    row["status"] = f"failed: {e}"
+                print(f"[bench] {minutes} min {infer} pe={pe}: {row.get('seconds', '-')} s, "
+                      f"peak RSS {row.get('peak_rss_mb', '-')} MiB ({row['status']}, wall {time.time() - t0:.0f} s)",
+                      flush=True)
+                rows.append(row)
+                if cfg.out:
+                    write_outputs(rows, cfg, torch.device("cpu"))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# both
+# --------------------------------------------------------------------------------------------
+def run_benchmark(cfg: BenchConfig) -> tuple[Path, Path]:
+    """Run ``cfg.mode``, write the CSV and markdown into ``cfg.out``, print the table -> (csv, md).
+
+    Raises `BenchError` for a CUDA device that is not there and for long mode off the CPU.
+    """
+    torch.set_num_threads(cfg.threads)
+    dev = cfg.device
+    if dev == "auto":
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(dev)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise BenchError("--device cuda but no CUDA device is available")
+    print(f"[bench] {cfg.mode} mode on {machine_info(device)}", flush=True)
+    if cfg.mode == "train":
+        rows = run_train(cfg, device)
+    elif cfg.mode == "long":
+        if device.type != "cpu":
+            raise BenchError("long mode measures CPU RSS; run it with --device cpu")
+        rows = run_long(cfg)
+    else:
+        raise BenchError(f"unknown mode {cfg.mode!r} (train | long)")
+    csv_path, md_path = write_outputs(rows, cfg, device)
+    print()
+    print(md_path.read_text())
+    print(f"[bench] wrote {csv_path} and {md_path}")
+    return csv_path, md_path

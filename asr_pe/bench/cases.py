@@ -1,0 +1,62 @@
+"""The cases of the attention benchmark: every PE of the package, torchaudio's Conformer as a
+reference row, and the cost targets of issue 6 (ratio to ``pe=none``)."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["ALL_PES", "REFERENCE", "TARGETS", "TARGET_LENGTHS", "FRAME_SHIFT_S", "pe_options", "build_model",
+           "target_status"]
+
+ALL_PES = ["none", "sinusoidal", "learned", "cape", "conv", "rope", "alibi", "t5", "shaw", "relative", "rem"]
+REFERENCE = "torchaudio_conformer"
+# Issue 6 targets: ratio to pe=none (2 CPU threads, default shape) at T = 250 and T = 1000.
+TARGETS = {
+    **{pe: 1.05 for pe in ("sinusoidal", "learned", "cape", "conv", "rope")},
+    **{pe: 1.25 for pe in ("t5", "alibi", "rem")},
+    **{pe: 1.30 for pe in ("shaw", "relative")},
+    REFERENCE: None,
+}
+TARGET_LENGTHS = (250, 1000)
+FRAME_SHIFT_S = 0.04  # encoder frame step of the default Conv2d 4x front end at 10 ms features
+
+
+def pe_options(pe: str, max_frames: int) -> dict:
+    """Benchmark options per PE: the learned table must hold the longest input."""
+    if pe == "learned":
+        return {"max_len": max(2048, max_frames)}
+    return {}
+
+
+def build_model(name: str, cfg, max_frames: int) -> torch.nn.Module:
+    """The encoder for a PE name, or torchaudio's Conformer of the same size for REFERENCE.
+
+    ``cfg`` holds the sizes (an `asr_pe.bench.attention.BenchConfig`); ``max_frames`` is the
+    longest input, which the learned table must cover.
+    """
+    torch.manual_seed(0)
+    if name == REFERENCE:
+        import torchaudio
+
+        model = torchaudio.models.Conformer(
+            input_dim=cfg.d_model, num_heads=cfg.heads, ffn_dim=cfg.ffn, num_layers=cfg.layers,
+            depthwise_conv_kernel_size=cfg.conv_kernel, dropout=cfg.dropout,
+        )
+    else:
+        from asr_pe.models.encoder import build_encoder
+
+        model = build_encoder(
+            kind=cfg.encoder, pe=name, d_model=cfg.d_model, n_heads=cfg.heads, n_layers=cfg.layers,
+            ffn_dim=cfg.ffn, conv_kernel=cfg.conv_kernel, dropout=cfg.dropout, frame_shift_s=FRAME_SHIFT_S,
+            block_size=cfg.block_size, **pe_options(name, max_frames),
+        )
+    return model
+
+
+def target_status(row: dict) -> str:
+    """``met`` / ``MISSED`` for a train row at a target length of a PE that has a target, else ``""``."""
+    tgt = TARGETS.get(row["pe"])
+    if tgt is None or row["pe"] == "none" or row["T"] not in TARGET_LENGTHS:
+        return ""
+    r = row["ratio_to_none"]
+    return "met" if r <= tgt else "MISSED"
