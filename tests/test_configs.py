@@ -71,3 +71,16 @@ def test_resume_refuses_a_changed_model_but_not_an_option_added_later_as_null(tm
         concat = compose("train", overrides=["pe=rope", "data.concat_max_seconds=20"])
     with pytest.raises(ValueError, match="config section 'data' differs"):
         check_resume_compatible(tmp_path, concat)
+
+
+def test_run_labels_name_the_training_remedy_and_the_arm():
+    from asr_pe.training.run_dir import run_label, training_remedy
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        plain = compose("train", overrides=["pe=rope", "loss=ctc"])
+        arm = compose("train", overrides=["pe=none", "loss=ctc", "arm=frontend70"])
+        both = compose("train", overrides=["pe=rope", "loss=ctc", "encoder.position_map={kind:scale,range:[1,32]}",
+                                           "data.concat_max_seconds=20"])
+    assert training_remedy(plain) == "" and run_label(plain) == "rope/ctc"
+    assert run_label(arm) == "none/ctc [frontend70]"
+    assert training_remedy(both) == "posscale:1-32+concat:20" and run_label(both) == "rope/ctc posscale:1-32+concat:20"

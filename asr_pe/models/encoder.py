@@ -171,9 +171,11 @@ def build_encoder(
     frame_shift_s: float = 0.04,
     bias_mode: str = "auto",
     block_size: int | None = None,
+    position_map: Any = None,
     **pe_options: Any,
 ) -> Encoder:
-    """Build an encoder; ``pe`` is a name, ``"input+attention"`` or a mapping (see positional)."""
+    """Build an encoder; ``pe`` is a name, ``"input+attention"`` or a mapping (see positional).
+    ``position_map``: a training-time remedy handed to the PE stage that reads positions."""
     if d_model % n_heads:
         divisors = [h for h in range(1, min(d_model, 16) + 1) if d_model % h == 0]
         raise EncoderConfigError(
@@ -193,5 +195,5 @@ def build_encoder(
     else:
         raise EncoderConfigError(f"unknown encoder kind {kind!r} (encoder.kind); choose 'conformer' or 'transformer'")
     pos = build_positional(pe, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
-                           frame_shift_s=frame_shift_s, **pe_options)
+                           frame_shift_s=frame_shift_s, position_map=position_map, **pe_options)
     return Encoder(nn.ModuleList(layers), pos, d_model, dropout, final_norm)

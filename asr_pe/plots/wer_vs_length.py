@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 METRICS = ("wer", "cer")
 RUN_INFO = "run_info.json"
-CSV_KEYS = ("label", "pe", "loss", "encoder", "seed", "test_set", "bucket", "lo", "hi",
+CSV_KEYS = ("label", "pe", "loss", "encoder", "remedy", "seed", "test_set", "bucket", "lo", "hi",
             "mean_duration", "utterances", "wer", "wer_ci_low", "wer_ci_high", "cer",
             "cer_ci_low", "cer_ci_high", "run_dir")
 
@@ -72,6 +72,7 @@ class RunResult:
     rows: list[dict]                # buckets.csv rows (bucket rows in edge order, then "all")
 
     decode: str | None = None       # decode method from buckets.meta.json, when written
+    eval_remedy: str | None = None  # inference remedy from buckets.meta.json (eval.remedy), when used
 
     @property
     def label(self) -> str:
@@ -80,8 +81,14 @@ class RunResult:
         # A CTC model decoded greedily is the plain case; any other decoding is part of what was
         # measured (one hybrid model gives different curves with CTC, attention or joint search).
         if self.decode and not (self.decode == "greedy" and info.get("loss", "ctc") == "ctc"):
-            return f"{base}+{self.decode}"
-        return base
+            base = f"{base}+{self.decode}"
+        return f"{base} @{self.eval_remedy}" if self.eval_remedy else base
+
+    @property
+    def remedy(self) -> str:
+        """The remedies this result was measured with: the run's training remedy (run_info.json
+        ``remedy``) and the evaluation's (``eval.remedy``), joined by '+'; "" for the plain model."""
+        return "+".join(r for r in (self.info.get("remedy"), self.eval_remedy) if r)
 
     @property
     def seed(self):
@@ -154,17 +161,21 @@ def read_run_info(run_dir: Path) -> dict:
     return info
 
 
-def _decode_method(csv_path: Path) -> str | None:
-    """The decode method evaluate.py recorded beside ``buckets.csv``; None without a sidecar."""
+def _eval_meta(csv_path: Path) -> tuple[str | None, str | None]:
+    """(decode method, inference remedy) evaluate.py recorded beside ``buckets.csv``; None for
+    what the sidecar lacks (or without one)."""
     path = csv_path.with_name("buckets.meta.json")
     if not path.is_file():
-        return None
+        return None, None
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise RunDirError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
-    decode = meta.get("decode") if isinstance(meta, dict) else None
-    return str(decode["method"]) if isinstance(decode, dict) and decode.get("method") else None
+    if not isinstance(meta, dict):
+        return None, None
+    decode = meta.get("decode")
+    method = str(decode["method"]) if isinstance(decode, dict) and decode.get("method") else None
+    return method, (str(meta["remedy"]) if meta.get("remedy") else None)
 
 
 def test_sets_of(run_dir: Path) -> list[str]:
@@ -195,7 +206,7 @@ def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
         if not csv_path.is_file():
             missing.append(str(d))
             continue
-        runs.append(RunResult(d, read_run_info(d), test_set, read_bucket_csv(csv_path), _decode_method(csv_path)))
+        runs.append(RunResult(d, read_run_info(d), test_set, read_bucket_csv(csv_path), *_eval_meta(csv_path)))
     if missing:
         log.warning("%d run(s) have no eval/%s/buckets.csv and are left out: %s",
                     len(missing), test_set, ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
@@ -287,7 +298,7 @@ def long_csv(runs: Sequence[RunResult]) -> str:
     for r in sorted(runs, key=lambda r: (r.label, str(r.seed), str(r.run_dir))):
         for row in r.rows:
             values = {"label": r.label, "pe": r.info.get("pe"), "loss": r.info.get("loss"),
-                      "encoder": r.info.get("encoder"), "seed": r.seed, "test_set": r.test_set,
+                      "encoder": r.info.get("encoder"), "remedy": r.remedy, "seed": r.seed, "test_set": r.test_set,
                       "run_dir": _display_path(r.run_dir), **row}
             w.writerow([_csv_cell(values.get(k)) for k in CSV_KEYS])
     return buf.getvalue()

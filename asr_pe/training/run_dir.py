@@ -69,6 +69,35 @@ def pe_label(pe: Mapping[str, Any]) -> str:
     return str(pe.get("name", "none"))
 
 
+def training_remedy(cfg: Mapping[str, Any]) -> str:
+    """The training-time length remedy of a run config, "" for none: ``posscale:<lo>-<hi>`` /
+    ``randpos:<s>`` (encoder.position_map), ``concat:<s>`` (data.concat_max_seconds), joined by '+'."""
+    parts = []
+    pmap = (cfg.get("encoder") or {}).get("position_map")
+    if pmap:
+        if pmap.get("kind") == "scale":
+            lo, hi = pmap.get("range")
+            parts.append(f"posscale:{float(lo):g}-{float(hi):g}")
+        elif pmap.get("kind") == "randomized":
+            parts.append(f"randpos:{float(pmap.get('max_seconds')):g}")
+    concat = (cfg.get("data") or {}).get("concat_max_seconds")
+    if concat:
+        parts.append(f"concat:{float(concat):g}")
+    return "+".join(parts)
+
+
+def run_label(cfg: Mapping[str, Any]) -> str:
+    """What result tables group a run's seeds by: ``<pe>/<loss>``, then its training remedy and
+    its study arm (``arm``) when set: ``rope/ctc posscale:1-32``, ``none/ctc [frontend70]``."""
+    label = f"{pe_label(cfg['pe'])}/{cfg['loss']['name']}"
+    remedy = training_remedy(cfg)
+    if remedy:
+        label += f" {remedy}"
+    if cfg.get("arm"):
+        label += f" [{cfg['arm']}]"
+    return label
+
+
 def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
     saved_path = Path(run_dir) / "config.yaml"
     if not saved_path.exists():

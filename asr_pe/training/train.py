@@ -29,7 +29,9 @@ from .run_dir import (
     pe_label,
     prepare_on_rank_zero,
     resolve_run_dir,
+    run_label,
     set_aside_metrics,
+    training_remedy,
     write_json_atomic,
 )
 
@@ -130,7 +132,9 @@ def train(cfg: DictConfig) -> Path:
             "train_max_duration": data.report["train_max_duration"],
             "train_hours": data.report["train_hours"],
             "parameters": count_parameters(model),
-            "label": f"{pe_label(cfg.pe)}/{cfg.loss.name}",
+            "remedy": training_remedy(cfg),
+            "arm": str(cfg.get("arm") or ""),
+            "label": run_label(cfg),
             "data_report": data.report,
         })
         print(f"[asr_pe] model: {count_parameters(model) / 1e6:.2f} M parameters, pe={pe_label(cfg.pe)}, "

@@ -78,7 +78,7 @@ def test_training_remedies_train_and_record_the_training_length(tiny_synth_root,
     run = tmp_path / "run"
     cfg = compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
         f"run_dir={run}", "pe=rope", "encoder=transformer", "trainer.max_steps=4", "eval_after_train=false",
-        "+pe.attention.position_map={kind:randomized,max_seconds:100}", "data.concat_max_seconds=8"])
+        "encoder.position_map={kind:randomized,max_seconds:100}", "data.concat_max_seconds=8"])
     train(cfg)
     losses = train_losses(run)
     assert len(losses) == 4 and all(loss == loss and loss < 1e4 for loss in losses)
@@ -86,6 +86,7 @@ def test_training_remedies_train_and_record_the_training_length(tiny_synth_root,
     report = info["data_report"]
     assert 5.0 < info["train_max_duration"] <= 8.0 + report["train_max_utterance"]
     assert report["train_inputs"] < report["train_used"]
+    assert info["remedy"] == "randpos:100+concat:8" and info["label"] == "rope/ctc randpos:100+concat:8"
     results = evaluate_run(run, {"eval": {"n_boot": 10, "checkpoint": "last", "remedy": "window"}})
     assert list(results) == ["test_window"]
 

@@ -159,3 +159,13 @@ def test_a_mapped_encoder_trains_and_evaluates(spec):
         a, _ = enc(x, lengths)
         b, _ = enc(x, lengths)
     torch.testing.assert_close(a, b)  # evaluation is deterministic
+
+
+def test_the_encoder_option_reaches_the_stage_that_reads_positions():
+    pm = {"kind": "scale", "range": [1, 4]}
+    enc = build_encoder("transformer", pe="rope", d_model=D, n_heads=H, n_layers=1, position_map=pm)
+    assert enc.pe.layer(0).position_map == PositionMap("scale", (1.0, 4.0))
+    enc = build_encoder("transformer", pe="sinusoidal", d_model=D, n_heads=H, n_layers=1, position_map=pm)
+    assert enc.pe.input.position_map == PositionMap("scale", (1.0, 4.0))
+    with pytest.raises(UnknownPEError, match="reads no positions"):
+        build_encoder("transformer", pe="alibi", d_model=D, n_heads=H, n_layers=1, position_map=pm)

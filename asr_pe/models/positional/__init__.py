@@ -14,6 +14,7 @@ adding one file (and one YAML under ``conf/pe``).
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from typing import Any, Mapping
 
@@ -148,10 +149,20 @@ def build_positional(
     n_layers: int,
     frame_shift_s: float = 0.04,
     causal: bool = False,
+    position_map: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> PositionalEncoding:
-    """Build the PE of an encoder/decoder. ``options`` go to the single PE of a plain name."""
+    """Build the PE of an encoder/decoder. ``options`` go to the single PE of a plain name;
+    ``position_map`` (position_maps.py) to the stage whose PE reads positions (the input stage
+    first), an error if neither does."""
     inp, att = _normalise_spec(spec)
+    if position_map is not None:
+        takes = [s for s, reg in ((inp, INPUT_PES), (att, ATTENTION_PES))
+                 if s is not None and "position_map" in inspect.signature(reg[s["name"]].__init__).parameters]
+        if not takes:
+            raise UnknownPEError(f"encoder.position_map: pe {spec if isinstance(spec, str) else spec.get('name', spec)!r} "
+                                 "reads no positions; use it with rope, relative or sinusoidal")
+        takes[0]["position_map"] = dict(position_map)
     if options:
         if inp is not None and att is not None:
             raise UnknownPEError("options for a combined PE must be given per stage in a mapping")
