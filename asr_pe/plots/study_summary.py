@@ -8,6 +8,10 @@
    and the share of attention within ±local_s, per duration bucket, from each run's
    ``attention_stats/attention_stats.csv`` (scripts/attention_vs_length.py), averaged over
    the utterances, layers and heads of a bucket and then over the label's runs.
+4. Remedies (``remedy_table``): one row per PE and remedy (the plain model, each inference
+   remedy ``eval/<set>_<remedy>``, chunked inference, each training remedy), CER [CI] at the
+   reference bucket, a long bucket and on the long-form set, the long-form / reference ratio
+   and the reference-bucket cost against the same PE's plain model.
 3. Decodings: one row per label and decoding (a hybrid model decoded by attention, joint
    CTC/attention and CTC greedy gives three labels: ``rope/hybrid+attention`` …), every bucket
    of the sets that hold it with its bootstrap CI, and the long-form set's CER beside the
@@ -20,15 +24,18 @@ the same loader, so the seed means here are the ones in its tables.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from asr_pe.evaluation.buckets import read_bucket_csv
+
 from .wer_vs_length import (
-    ALL_LABEL, LabelSeries, aggregate, all_buckets, ci_cell, find_run_dirs, format_value, load_runs, read_run_info,
-    run_label,
+    ALL_LABEL, LabelSeries, RunResult, _eval_meta, aggregate, all_buckets, ci_cell, find_run_dirs, format_value,
+    load_runs, read_run_info, run_label,
 )
 
 ATTENTION_CSV = Path("attention_stats") / "attention_stats.csv"
@@ -171,5 +178,81 @@ def decodings_table(paths: Iterable[str | os.PathLike], *, sets: Sequence[str], 
         row = [s.label, name, ", ".join(str(x) for x in s.seeds)] + [ci_cell(s, b) for b in cols]
         if long_set:
             row.append(ci_cell(long[s.label], long_bucket) if s.label in long else "–")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _remedy_results(run_dir: Path, short_set: str, long_set: str) -> list[tuple[str, RunResult, RunResult | None]]:
+    """(remedy, short-set result, long-form result or None) for every decoding of a run: the
+    plain ``eval/<short_set>`` and each ``eval/<short_set><suffix>`` (an inference remedy, or
+    chunked inference: ``chunked``), with the run's training remedy in front."""
+    info = read_run_info(run_dir)
+    out = []
+    for folder in sorted((run_dir / "eval").glob(f"{short_set}*/buckets.csv")):
+        suffix = folder.parent.name[len(short_set):]
+        if suffix and not suffix.startswith("_"):
+            continue  # another set whose name starts alike (test_long...)
+        results = []
+        for name in (short_set, long_set):
+            path = run_dir / "eval" / f"{name}{suffix}" / "buckets.csv"
+            if not path.is_file():
+                results.append(None)
+                continue
+            decode, remedy = _eval_meta(path)
+            meta_path = path.with_name("buckets.meta.json")
+            meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+            if meta.get("mode") == "chunked":
+                remedy = "+".join(r for r in (remedy, f"chunked:{meta.get('chunk_s', 0):g}") if r)
+            results.append(RunResult(run_dir, info, f"{name}{suffix}", read_bucket_csv(path), decode, remedy))
+        short, long = results
+        if short is not None:
+            out.append((short.remedy, short, long))
+    return out
+
+
+def remedy_table(paths: Iterable[str | os.PathLike], *, short_set: str = "test", long_set: str = "longform",
+                 buckets: Sequence[str] = ("2-4", "32-64"), ref_bucket: str = "2-4",
+                 long_bucket: str = ALL_LABEL) -> str:
+    """Markdown table: per PE (its arm, encoder) and remedy, seeds pooled, CER [mean CI] at
+    ``buckets`` of the short set and on the long-form set, the long-form / ``ref_bucket`` ratio,
+    and the ``ref_bucket`` cost (points) against the same PE's plain model. Rows by PE, then
+    by long-form CER."""
+    if ref_bucket not in buckets:
+        raise ValueError(f"reference bucket {ref_bucket!r} must be one of the buckets {list(buckets)}")
+    groups: dict[tuple[str, str], list[tuple[RunResult, RunResult | None]]] = defaultdict(list)
+    for run_dir in find_run_dirs(paths):
+        info = read_run_info(run_dir)
+        pe = f"{info.get('pe', '?')}/{info.get('loss', '?')}" + (f" [{info['arm']}]" if info.get("arm") else "")
+        if info.get("encoder") not in (None, "transformer"):
+            pe += f" {info['encoder']}"
+        for remedy, short, long in _remedy_results(run_dir, short_set, long_set):
+            groups[(pe, remedy)].append((short, long))
+    if not groups:
+        raise FileNotFoundError(f"no run under the given paths has eval/{short_set}/buckets.csv")
+
+    def series(results: list[RunResult]) -> LabelSeries:
+        return aggregate([RunResult(r.run_dir, r.info, r.test_set, r.rows) for r in results], "cer")[0]
+
+    rows = []
+    for (pe, remedy), pairs in groups.items():
+        s = series([p[0] for p in pairs])
+        longs = [p[1] for p in pairs if p[1] is not None]
+        lc = series(longs) if longs else None
+        rows.append((pe, remedy, s, lc))
+    plain_ref = {pe: s.value.get(ref_bucket, math.nan) for pe, remedy, s, _ in rows if remedy == ""}
+    long_name = _long_set_name([lc for *_, lc in rows if lc is not None], long_bucket, long_set)
+    head = (["PE", "remedy", "seeds"] + [f"CER {b} s" for b in buckets] + [f"CER {long_name}"]
+            + [f"{long_name} / {ref_bucket}", f"cost at {ref_bucket} (points)"])
+    lines = ["| " + " | ".join(head) + " |", "| --- | --- | --- |" + " ---: |" * (len(head) - 3)]
+
+    def long_value(lc):
+        return lc.value.get(long_bucket, math.inf) if lc is not None else math.inf
+
+    for pe, remedy, s, lc in sorted(rows, key=lambda r: (r[0], long_value(r[3]))):
+        ref = s.value.get(ref_bucket, math.nan)
+        cost = ref - plain_ref.get(pe, math.nan)
+        row = [pe.removesuffix("/ctc").replace("/ctc ", " "), remedy or "(none)", ", ".join(str(x) for x in s.seeds)]
+        row += [ci_cell(s, b) for b in buckets] + [ci_cell(lc, long_bucket) if lc else "–"]
+        row += [_ratio(lc, long_bucket, ref) if lc else "–", "–" if math.isnan(cost) else f"{cost:+.1f}"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

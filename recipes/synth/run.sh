@@ -5,6 +5,7 @@
 #   stage 2: the length study, one run per PE x seed                  train.py -m experiment=synth_study
 #   stage 3: archive the runs' result files, WER/CER-vs-length report   scripts/plot_wer_vs_length.py
 # Usage: recipes/synth/run.sh [--stage N] [--stop_stage M] [--pes "none,rope"] [--seeds "0,1"] [--jobs J]
+#                             [--experiment synth_study|synth_remedy_posscale|synth_arm_conformer|...]
 #                             [--loss ctc|seq2seq|hybrid] [--extra "k=v ..."]
 #                             [--study_dir D] [--archive_dir D] [--report_dir D]
 #                             [--report_sets "test longform"] [--summary_sets "test longform"]
@@ -18,6 +19,9 @@
 # 3.1 against 2.6 steps/s in all, so the default is two runs at a time (the study sets
 # data.num_workers=0: with a feature worker per run, two runs made ~0.55 steps/s each, 2026-11-23).
 # One 2-thread run of the study takes 7.5-9.5 min.
+# --experiment (stage 2): the study or one of its arms (conf/experiment/synth_remedy_*.yaml: training
+# remedies; synth_arm_*.yaml: Conformer, CAPE with covered positions, the 70 ms front end); its PE and
+# seed lists are the defaults of --pes / --seeds. Give each arm its own --study_dir.
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
 # the CTC and the seq2seq/hybrid studies side by side. Stage 3 archives every evaluated run but
 # reports only the runs of --loss, on the eval/ sets of --report_sets (a second decoding of the
@@ -34,6 +38,7 @@ pes=""          # empty: the study's default list (conf/experiment/synth_study.y
 seeds=""        # empty: 0,1
 jobs=2          # stage 2: runs trained at once (nproc/jobs threads each)
 loss=ctc        # stage 2: the head (conf/loss/<loss>.yaml)
+experiment=synth_study  # stage 2: conf/experiment/<experiment>.yaml
 extra=""
 study_dir=runs/synth_study
 report_dir=runs/synth_study/report
@@ -49,6 +54,7 @@ while [ $# -gt 0 ]; do
     --seeds) seeds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --loss) loss=$2; shift 2 ;;
+    --experiment) experiment=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
     --study_dir) study_dir=$2; shift 2 ;;
     --report_dir) report_dir=$2; shift 2 ;;
@@ -85,9 +91,12 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
   all_pes="$pes"
   all_seeds="$seeds"
   if [ -z "$all_pes" ] || [ -z "$all_seeds" ]; then
-    # The study's default PE and seed lists live in its config; read them from there.
+    # The study's default PE and seed lists live in its config (an arm's own, or the study's
+    # that it starts from); read them from there.
     read -r default_pes default_seeds < <("$PYTHON" -c "from omegaconf import OmegaConf as O; \
-p = O.load('conf/experiment/synth_study.yaml').hydra.sweeper.params; print(p.pe, p.seed)")
+c = O.load('conf/experiment/$experiment.yaml'); \
+p = (c.get('hydra') or {}).get('sweeper', {}).get('params') or O.load('conf/experiment/synth_study.yaml').hydra.sweeper.params; \
+print(p.pe, p.seed)")
     all_pes="${all_pes:-$default_pes}"
     all_seeds="${all_seeds:-$default_seeds}"
   fi
@@ -99,7 +108,7 @@ p = O.load('conf/experiment/synth_study.yaml').hydra.sweeper.params; print(p.pe,
     local run_log="$study_dir/logs/$1_${loss}_s$2.log"
     log "  start $1 $loss seed $2 ($threads threads)"
     # shellcheck disable=SC2086
-    if OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads "$PYTHON" train.py -m experiment=synth_study \
+    if OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads "$PYTHON" train.py -m experiment="$experiment" \
         hydra.sweep.dir="$study_dir" pe="$1" seed="$2" loss="$loss" $extra >> "$run_log" 2>&1; then
       log "  done $1 $loss seed $2"
     else
@@ -107,7 +116,7 @@ p = O.load('conf/experiment/synth_study.yaml').hydra.sweeper.params; print(p.pe,
     fi
   }
   export -f one_run log
-  export PYTHON study_dir extra loss threads
+  export PYTHON study_dir extra loss threads experiment
   failed=0
   for seed in ${all_seeds//,/ }; do for pe in ${all_pes//,/ }; do echo "$pe $seed"; done; done \
     | xargs -P "$jobs" -L 1 bash -c 'one_run "$0" "$1"' || failed=1

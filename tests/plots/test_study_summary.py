@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from asr_pe.evaluation.buckets import write_bucket_files
-from asr_pe.plots.study_summary import accuracy_table, attention_table, decodings_table
+from asr_pe.plots.study_summary import accuracy_table, attention_table, decodings_table, remedy_table
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = [("0-2", 0, 2, 1.5), ("2-4", 2, 4, 3.0), ("32-64", 32, 64, 45.0)]
@@ -122,3 +122,32 @@ def test_decodings_table_has_a_row_per_model_and_decoding_and_the_long_form_besi
     assert rows[2][3:] == ["5.0 [4.0, 6.0] (4.0, 6.0)", "4.0 [3.0, 5.0] (3.0, 5.0)", "93.0 [92.0, 94.0] (90.0, 96.0)", "–"]
     assert rows[3][6] == "18.6 [17.6, 19.6] (18.0, 19.2)"
     assert rows[1][3:] == ["1.7 [0.7, 2.7]", "3.3 [2.3, 4.3]", "9.4 [8.4, 10.4]", "18.8 [17.8, 19.8]"]
+
+
+def test_remedy_table_has_a_row_per_pe_and_remedy_with_ratio_and_cost(study):
+    """Inference remedies (eval/<set>_<remedy> with the remedy in the meta file), chunked inference
+    and a training remedy (run_info.json) each get a row; seeds pooled; the cost is the 2-4 s CER
+    against the same PE's plain model."""
+    for seed, (ref, long) in enumerate([(8.5, 9.0), (7.5, 8.0)]):
+        run = study / f"rope_ctc_s{seed}"
+        for name, buckets, cers in (("test", SHORT, [6.0, ref, 9.0]), ("longform", LONG, [long])):
+            write_set(run, f"{name}_window", buckets, cers)
+            meta = run / "eval" / f"{name}_window" / "buckets.meta.json"
+            meta.write_text(json.dumps({"decode": {"method": "greedy"}, "remedy": "window"}))
+            write_set(run, f"{name}_chunked", buckets, [c + 1 for c in cers])
+            (run / "eval" / f"{name}_chunked" / "buckets.meta.json").write_text(
+                json.dumps({"mode": "chunked", "chunk_s": 20.0}))
+    trained = fake_run(study, "rope_posscale", 0, [6.0, 9.0, 10.0], 12.0)
+    info = json.loads((trained / "run_info.json").read_text())
+    (trained / "run_info.json").write_text(json.dumps(dict(info, pe="rope", remedy="posscale:1-32")))
+    table = remedy_table([study])
+    rows = {(cells[0], cells[1]): cells for cells in
+            (line.strip("| ").split(" | ") for line in table.strip().splitlines()[2:])}
+    assert set(rows) == {("rope", "(none)"), ("rope", "window"), ("rope", "chunked:20"), ("rope", "posscale:1-32"),
+                         ("none", "(none)")}
+    window = rows[("rope", "window")]
+    assert window[2] == "0, 1" and window[3].startswith("8.0 [7.0, 9.0]")  # seed mean of 8.5 and 7.5
+    assert window[5].startswith("8.5 [7.5, 9.5]") and window[6] == "1.06×"  # 8.5 / 8.0
+    assert window[7] == "+1.0"  # 8.0 against the plain rope's (8.0 + 6.0) / 2 = 7.0
+    assert rows[("rope", "posscale:1-32")][3].startswith("9.0") and rows[("rope", "(none)")][7] == "+0.0"
+    assert rows[("rope", "chunked:20")][5].startswith("9.5")
