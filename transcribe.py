@@ -30,6 +30,7 @@ def main(cfg: DictConfig) -> None:
                 cfg.run, cfg.audio, mode=cfg.mode, chunk_s=cfg.chunk_s, overlap_s=cfg.overlap_s,
                 block_size=cfg.block_size, checkpoint=cfg.checkpoint, device=cfg.device,
                 decode=OmegaConf.to_container(cfg.decode, resolve=True), offset=cfg.offset, duration=cfg.duration,
+                remedy=cfg.remedy, train_length_s=cfg.train_length_s,
             )
         except DeviceError as e:  # device=cuda without a GPU: one line, like friendly_errors
             if os.environ.get("ASR_PE_DEBUG"):

@@ -22,6 +22,7 @@ from .chunked import encode_chunked
 from .decode import decode_batch
 from .device import resolve_device
 from .long_form import encode_full, resolve_block_size
+from .remedies import check_remedies, parse_remedies, remedies_applied, remedy_label, run_train_seconds
 from .run_loading import load_run
 
 MODES = ("full", "chunked")
@@ -86,12 +87,15 @@ def transcribe_file(
     decode: Mapping[str, Any] | None = None,
     offset: float = 0.0,
     duration: float | None = None,
+    remedy: str | None = None,
+    train_length_s: float | None = None,
 ) -> dict[str, Any]:
     """Load a run, read ``audio`` (``offset``/``duration`` in seconds), encode and decode it.
 
     ``device``: auto (CUDA when available) | cpu | cuda[:N]. Returns {"text", "audio",
     "seconds_audio", "mode", "device", "encoder_frames", "time_features_s", "time_encode_s",
-    "time_decode_s", "rtf", "peak_memory_mb", …}."""
+    "time_decode_s", "rtf", "peak_memory_mb", …}. ``remedy``: inference remedies for a recording
+    longer than training (``remedies.py``; ``train_length_s`` defaults to the run's own)."""
     from asr_pe.data.audio import load_audio
 
     device = resolve_device(device)
@@ -100,6 +104,10 @@ def transcribe_file(
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
         decode["method"] = "attention"
     encode = make_encode_fn(model, mode, block_size=block_size, chunk_s=chunk_s, overlap_s=overlap_s)
+    remedies = parse_remedies(remedy)
+    if remedies:
+        check_remedies(model, remedies)
+        train_length_s = float(train_length_s or run_train_seconds(run_dir))
     t0 = time.perf_counter()
     wave = load_audio(audio, offset=offset, duration=duration, sample_rate=extractor.sample_rate)
     feats = cmvn(features_in_chunks(extractor, wave))  # (T, F)
@@ -117,7 +125,7 @@ def transcribe_file(
         timing["encode"] = time.perf_counter() - s
         return out
 
-    with torch.inference_mode():
+    with torch.inference_mode(), remedies_applied(model, remedies, train_length_s):
         text = decode_batch(model, batch, tokenizer, decode, device, encode=timed_encode)[0]
     t2 = time.perf_counter()
     seconds_audio = wave.numel() / extractor.sample_rate
@@ -134,6 +142,7 @@ def transcribe_file(
         "chunk_s": chunk_s if mode == "chunked" else None,
         "overlap_s": overlap_s if mode == "chunked" else None,
         "decode": decode.get("method", "greedy"),
+        "remedy": remedy_label(remedies),
         "seconds_audio": round(seconds_audio, 3),
         "encoder_frames": frames,
         "time_features_s": round(t1 - t0, 3),

@@ -80,6 +80,19 @@ def test_small_chunks_run_and_keep_the_frame_count(run_dir, audio):
     assert out["encoder_frames"] == 298 and out["mode"] == "chunked" and out["chunk_s"] == 2.0
 
 
+def test_a_remedy_applies_to_one_recording_and_is_reported(run_dir, audio):
+    """remedy=window (12 s recording, training length 2 s): the model is remedied for the call
+    only, the result names the remedy, and a plain call afterwards gives the plain transcript."""
+    from asr_pe.inference.remedies import RemedyError
+
+    plain = transcribe_file(run_dir, audio, block_size=None)
+    windowed = transcribe_file(run_dir, audio, block_size=None, remedy="window:0.5", train_length_s=2.0)
+    assert windowed["remedy"] == "window:0.5" and plain["remedy"] == ""
+    assert transcribe_file(run_dir, audio, block_size=None)["text"] == plain["text"]
+    with pytest.raises(RemedyError, match="train_length_s"):
+        transcribe_file(run_dir, audio, remedy="logit_scale")  # this run has no run_info.json
+
+
 def test_bad_mode_and_block_size_are_clear_errors(run_dir):
     model = build_asr_model(vocab_size=5, in_features=80, frontend={"kind": "conv2d"},
                             encoder={"d_model": 16, "n_heads": 2, "n_layers": 1}, pe="none")
