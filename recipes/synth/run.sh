@@ -3,10 +3,12 @@
 #   stage 0: the corpora of the demo and the study + 160 s long-form  python -m asr_pe.data.synth
 #   stage 1: the demo model (experiment=demo)                         train.py, evaluates at the end
 #   stage 2: the length study, one run per PE x seed                  train.py -m experiment=synth_study
-#   stage 3: archive the runs' result files, WER/CER-vs-length report   scripts/plot_wer_vs_length.py
+#   stage 3: inference remedies on the study's models (eval.remedy)    evaluate.py, one per run x remedy
+#   stage 4: archive the runs' result files, WER/CER-vs-length report   scripts/plot_wer_vs_length.py
 # Usage: recipes/synth/run.sh [--stage N] [--stop_stage M] [--pes "none,rope"] [--seeds "0,1"] [--jobs J]
 #                             [--experiment synth_study|synth_remedy_posscale|synth_arm_conformer|...]
 #                             [--loss ctc|seq2seq|hybrid] [--extra "k=v ..."]
+#                             [--remedy_pes "rope,sinusoidal"] [--remedies "window logit_scale ..."]
 #                             [--study_dir D] [--archive_dir D] [--report_dir D]
 #                             [--report_sets "test longform"] [--summary_sets "test longform"]
 # Every stage skips what is done: the corpus is cached, finished runs are skipped, interrupted
@@ -22,6 +24,10 @@
 # --experiment (stage 2): the study or one of its arms (conf/experiment/synth_remedy_*.yaml: training
 # remedies; synth_arm_*.yaml: Conformer, CAPE with covered positions, the 70 ms front end); its PE and
 # seed lists are the defaults of --pes / --seeds. Give each arm its own --study_dir.
+# Stage 3 evaluates each finished run of --remedy_pes (default: the PEs the study found degrading,
+# rope sinusoidal t5 shaw relative) with every inference remedy of --remedies that applies to it
+# (rope_* only for rope) and with overlapping chunked inference (the reference), into
+# eval/<set>_<remedy>; a result already there is skipped.
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
 # the CTC and the seq2seq/hybrid studies side by side. Stage 3 archives every evaluated run but
 # reports only the runs of --loss, on the eval/ sets of --report_sets (a second decoding of the
@@ -39,6 +45,8 @@ seeds=""        # empty: 0,1
 jobs=2          # stage 2: runs trained at once (nproc/jobs threads each)
 loss=ctc        # stage 2: the head (conf/loss/<loss>.yaml)
 experiment=synth_study  # stage 2: conf/experiment/<experiment>.yaml
+remedy_pes="rope,sinusoidal,t5,shaw,relative"  # stage 3
+remedies="window window:10 logit_scale rope_pi rope_ntk rope_yarn chunked"  # stage 3 (chunked: eval.mode=chunked)
 extra=""
 study_dir=runs/synth_study
 report_dir=runs/synth_study/report
@@ -55,6 +63,8 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift 2 ;;
     --loss) loss=$2; shift 2 ;;
     --experiment) experiment=$2; shift 2 ;;
+    --remedy_pes) remedy_pes=$2; shift 2 ;;
+    --remedies) remedies=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
     --study_dir) study_dir=$2; shift 2 ;;
     --report_dir) report_dir=$2; shift 2 ;;
@@ -124,11 +134,37 @@ print(p.pe, p.seed)")
 fi
 
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+  log "stage 3: inference remedies ($remedies) on the $loss runs of $remedy_pes in $study_dir"
+  for info in "$study_dir"/*_"${loss}"_s*/run_info.json; do
+    [ -e "$info" ] || continue
+    run=$(dirname "$info")
+    [ -f "$run/eval/done.json" ] || continue
+    pe=$("$PYTHON" -c "import json, sys; print(json.load(open(sys.argv[1]))['pe'])" "$info")
+    [[ ",$remedy_pes," == *",$pe,"* ]] || continue
+    for remedy in $remedies; do
+      case "$remedy" in rope_*) [ "$pe" = rope ] || continue ;; esac
+      if [ "$remedy" = chunked ]; then
+        suffix=_chunked; args=(eval.mode=chunked eval.suffix=_chunked)
+      else  # the folder name evaluate.py gives it
+        suffix=$("$PYTHON" -c "import sys; from asr_pe.inference.remedies import parse_remedies as p, remedy_suffix as s; \
+print(s(p(sys.argv[1])))" "$remedy")
+        args=("eval.remedy=$remedy")
+      fi
+      if [ -f "$run/eval/done$suffix.json" ]; then continue; fi
+      log "  $(basename "$run"): $remedy"
+      "$PYTHON" evaluate.py run="$run" "${args[@]}" > "$run/eval/remedy$suffix.log" 2>&1 \
+        && echo "{}" > "$run/eval/done$suffix.json" \
+        || log "  FAILED $(basename "$run") $remedy (see $run/eval/remedy$suffix.log)"
+    done
+  done
+fi
+
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   # The report is drawn from an archive of each evaluated run's small result files (run_info,
   # config, per-bucket scores, per-utterance scores, attention statistics; no checkpoints):
   # commit the archive and the figures regenerate from the repository alone, after the run
   # folders are gone.
-  log "stage 3: archive in $archive_dir, report in $report_dir"
+  log "stage 4: archive in $archive_dir, report in $report_dir"
   for info in "$study_dir"/*/run_info.json; do
     [ -e "$info" ] || continue
     run=$(dirname "$info")

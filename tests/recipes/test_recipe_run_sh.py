@@ -359,6 +359,51 @@ def test_synth_stage_2_runs_one_process_per_run_seed_major_sharing_the_cores(tmp
                           "loss=ctc" for pe in ("none", "rope")]
 
 
+def test_synth_stage_2_trains_an_arm_with_its_own_pe_and_seed_lists(tmp_path):
+    exe = tmp_path / "fake_python"
+    exe.write_text(ANSWER_C + 'printf "%s\\n" "$*" >> "$FAKE_LOG"\n')
+    exe.chmod(0o755)
+    log, study = tmp_path / "calls.log", tmp_path / "arm"
+    run(SYNTH, "--stage", "2", "--stop_stage", "2", "--experiment", "synth_arm_conformer", "--jobs", "1",
+        "--study_dir", str(study), python=str(exe), env={"FAKE_LOG": str(log)})
+    params = OmegaConf.load(REPO / "conf/experiment/synth_arm_conformer.yaml").hydra.sweeper.params
+    assert calls(log) == [f"train.py -m experiment=synth_arm_conformer hydra.sweep.dir={study} pe={pe} seed={seed} "
+                          "loss=ctc" for seed in str(params.seed).split(",") for pe in params.pe.split(",")]
+    # an arm without its own lists takes the study's
+    log.unlink()
+    run(SYNTH, "--stage", "2", "--stop_stage", "2", "--experiment", "synth_remedy_concat", "--jobs", "1",
+        "--pes", "rope", "--seeds", "1", "--study_dir", str(study), python=str(exe), env={"FAKE_LOG": str(log)})
+    assert calls(log) == [f"train.py -m experiment=synth_remedy_concat hydra.sweep.dir={study} pe=rope seed=1 loss=ctc"]
+
+
+def test_synth_stage_3_evaluates_each_remedy_that_applies_once(tmp_path):
+    import json
+
+    exe = tmp_path / "fake_python"
+    exe.write_text(ANSWER_C + 'printf "%s\\n" "$*" >> "$FAKE_LOG"\n')
+    exe.chmod(0o755)
+    log, study = tmp_path / "calls.log", tmp_path / "study"
+    for pe, done in (("rope", True), ("sinusoidal", True), ("alibi", True), ("t5", False)):
+        run_dir = study / f"{pe}_ctc_s0"
+        (run_dir / "eval").mkdir(parents=True)
+        (run_dir / "run_info.json").write_text(json.dumps({"pe": pe, "loss": "ctc"}))
+        if done:
+            (run_dir / "eval" / "done.json").write_text("{}")
+    args = ("--stage", "3", "--stop_stage", "3", "--study_dir", str(study), "--remedies",
+            "window window:2.5 rope_yarn chunked")
+    run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
+    rope, sin = study / "rope_ctc_s0", study / "sinusoidal_ctc_s0"
+    assert calls(log) == [
+        f"evaluate.py run={rope} eval.remedy=window", f"evaluate.py run={rope} eval.remedy=window:2.5",
+        f"evaluate.py run={rope} eval.remedy=rope_yarn", f"evaluate.py run={rope} eval.mode=chunked eval.suffix=_chunked",
+        f"evaluate.py run={sin} eval.remedy=window", f"evaluate.py run={sin} eval.remedy=window:2.5",
+        f"evaluate.py run={sin} eval.mode=chunked eval.suffix=_chunked"]  # alibi: not listed; t5: not evaluated
+    assert (rope / "eval" / "done_window2p5.json").exists()  # the folder name evaluate.py gives it
+    log.unlink()
+    run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
+    assert not log.exists(), "a remedy already evaluated is not evaluated again"
+
+
 def test_synth_stage_0_builds_the_demo_and_the_study_corpus(tmp_path):
     exe = tmp_path / "fake_python"
     exe.write_text(ANSWER_C + 'printf "%s\\n" "$*" >> "$FAKE_LOG"\n')
@@ -382,7 +427,7 @@ def test_synth_stage_2_appends_to_a_runs_log(tmp_path):
     assert (study / "logs" / "none_ctc_s0.log").read_text().count("call train.py") == 2
 
 
-def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_path):
+def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_path):
     import json
 
     from asr_pe.evaluation.buckets import write_bucket_files
@@ -419,7 +464,7 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     # being evaluated (test scored, longform not yet, so no eval/done.json): left out too
     shutil.copytree(study / "none_ctc_s0" / "eval" / "test", study / "cape_ctc_s0" / "eval" / "test")
     (study / "cape_ctc_s0" / "run_info.json").write_text("{}")
-    out = run(SYNTH, "--stage", "3", "--stop_stage", "3", "--study_dir", str(study),
+    out = run(SYNTH, "--stage", "4", "--stop_stage", "4", "--study_dir", str(study),
               "--archive_dir", str(archive), "--report_dir", str(report), timeout=300)
     assert "t5_ctc_s0: not evaluated yet" in out.stdout and "cape_ctc_s0: not evaluated yet" in out.stdout
     files = sorted(str(p.relative_to(archive)) for p in archive.rglob("*") if p.is_file())
@@ -442,7 +487,7 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     assert "| rope/ctc | test | 0 | 7.0 [6.0, 8.0] | – |" in summary and "| rope/ctc | longform |" not in summary
     assert "hybrid" not in table + summary  # the default report is the CTC study's
     # the hybrid study's report: its own runs and sets; CTC long-form against CTC short-form
-    run(SYNTH, "--stage", "3", "--stop_stage", "3", "--study_dir", str(study), "--loss", "hybrid",
+    run(SYNTH, "--stage", "4", "--stop_stage", "4", "--study_dir", str(study), "--loss", "hybrid",
         "--archive_dir", str(archive), "--report_dir", str(tmp_path / "report_h"),
         "--report_sets", "test test_ctc longform_ctc", "--summary_sets", "test_ctc longform_ctc", timeout=300)
     table = (tmp_path / "report_h" / "test" / "cer_vs_length.md").read_text()
@@ -457,7 +502,7 @@ def test_synth_stage_3_archives_result_files_and_reports_from_the_archive(tmp_pa
     # the fake long-form set has no overall bucket, so no mean duration: its columns take its name
     assert "nan" not in summary_h and "CER longform_ctc" in summary_h
     # only the long-form set reported: no decodings table, and no empty --decodings for argparse
-    run(SYNTH, "--stage", "3", "--stop_stage", "3", "--study_dir", str(study), "--archive_dir", str(archive),
+    run(SYNTH, "--stage", "4", "--stop_stage", "4", "--study_dir", str(study), "--archive_dir", str(archive),
         "--report_dir", str(tmp_path / "report_l"), "--report_sets", "longform", timeout=300)
     summary_l = (tmp_path / "report_l" / "summary.md").read_text()
     assert "| rope | 0 | 7.0 |" in summary_l and "| label | set |" not in summary_l
