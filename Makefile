@@ -35,10 +35,11 @@ bench: install
 
 # The embedded length study: corpus + long-form set, 12 PEs x 2 seeds (two 1-thread runs at a time,
 # 13-17 min each on 2 cores, ~2.9 h in all), then the archive of result files and the report in recipes/synth/study/
-# (committed). Resumable: re-running skips finished runs.
+# (committed), with the inference remedies of stage 3 on the degrading PEs' runs (~1 min each).
+# Resumable: re-running skips finished runs and finished remedy evaluations.
 study: install
 	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 0 --stop_stage 0
-	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 2 --stop_stage 3 \
+	PYTHON=$(BIN)/python recipes/synth/run.sh --stage 2 --stop_stage 4 \
 		--archive_dir recipes/synth/study/runs --report_dir recipes/synth/study
 
 clean-venv:
