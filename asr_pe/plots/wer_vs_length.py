@@ -374,6 +374,52 @@ def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
     return "\n".join(out)
 
 
+def draw_series(ax, s: LabelSeries, *, color, ls: str = "-", label: str | None = None,
+                band_alpha: float = 0.18, seeds: bool = True, lw: float = 1.8,
+                zorder: float | None = None) -> bool:
+    """Draw one label's buckets (``all`` excluded) on ``ax``: seed-mean line, shaded CI band (mean
+    CI bounds; buckets with a nan bound get none), faint per-seed markers when there are several
+    seeds. Buckets without a value or a positive mean duration are skipped. ``label`` defaults to
+    ``<label> (<n> seeds)``; ``zorder`` stacks it (default: matplotlib's). Returns whether
+    anything was drawn."""
+    bs = [b for b in s.buckets if b != ALL_LABEL and not math.isnan(s.value[b]) and s.mean_duration[b] > 0]
+    if not bs:
+        return False
+    x = np.array([s.mean_duration[b] for b in bs])
+    y = np.array([s.value[b] for b in bs])
+    lo = np.array([s.ci_low[b] for b in bs])
+    hi = np.array([s.ci_high[b] for b in bs])
+    n_seeds = len(s.runs)
+    if label is None:
+        label = f"{s.label} ({n_seeds} seed{'s' if n_seeds > 1 else ''})"
+    z = {} if zorder is None else {"zorder": zorder}
+    ax.plot(x, y, marker="o", ls=ls, color=color, lw=lw, ms=4, label=label, **z)
+    ok = ~(np.isnan(lo) | np.isnan(hi))
+    ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=band_alpha, lw=0, **z)
+    if seeds and n_seeds > 1:
+        for k in range(n_seeds):
+            ys = np.array([s.per_seed[b][k] for b in bs])
+            ax.scatter(x, ys, color=color, alpha=0.35, s=10, marker="x", lw=0.8, **z)
+    return True
+
+
+def format_length_axis(ax) -> None:
+    """Log-x duration axis with plain-second ticks at powers of two (the default bucket edges)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator([2.0 ** k for k in range(-4, 14)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def save_figure(fig, path: str | os.PathLike) -> None:
+    """Write ``fig`` to ``path`` atomically (temporary file beside it, then os.replace)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix or '.png'}")
+    fig.savefig(tmp)
+    os.replace(tmp, path)
+
+
 def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: str, test_set: str,
                 title: str | None = None) -> None:
     """PNG: one line per label (seed mean), shaded CI band, faint per-seed markers, log-x."""
@@ -386,42 +432,18 @@ def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: 
     # 10 colours, then the same colours dashed: every label stays distinguishable (a study has 12+)
     styles = [(f"C{i % 10}", "-" if i < 10 else "--") for i in range(len(series))]
     for s, (color, line) in zip(series, styles):
-        bs = [b for b in s.buckets if b != ALL_LABEL and not math.isnan(s.value[b])
-              and s.mean_duration[b] > 0]
-        if not bs:
-            continue
-        x = np.array([s.mean_duration[b] for b in bs])
-        y = np.array([s.value[b] for b in bs])
-        lo = np.array([s.ci_low[b] for b in bs])
-        hi = np.array([s.ci_high[b] for b in bs])
-        n_seeds = len(s.runs)
-        ax.plot(x, y, marker="o", ls=line, color=color, lw=1.8, ms=4,
-                label=f"{s.label} ({n_seeds} seed{'s' if n_seeds > 1 else ''})")
-        ok = ~(np.isnan(lo) | np.isnan(hi))
-        ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.18, lw=0)
-        if n_seeds > 1:
-            for k in range(n_seeds):
-                ys = np.array([s.per_seed[b][k] for b in bs])
-                ax.scatter(x, ys, color=color, alpha=0.35, s=10, marker="x", lw=0.8)
+        draw_series(ax, s, color=color, ls=line)
     tmaxes = sorted({s.train_max_duration for s in series if s.train_max_duration is not None})
     for t in tmaxes:
         ax.axvline(t, color="0.3", ls="--", lw=1, label=f"longest training utterance ({t:.2f} s)")
-    ax.set_xscale("log")
-    # plain-second ticks at powers of two (the default bucket edges), not 10^x notation
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-    ax.xaxis.set_major_locator(FixedLocator([2.0 ** k for k in range(-4, 14)]))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    format_length_axis(ax)
     ax.set_xlabel("utterance duration (s, bucket mean)")
     ax.set_ylabel(f"{metric.upper()} (%)")
     ax.set_title(title or f"{metric.upper()} vs input length — {test_set}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a line
     fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp)
-    os.replace(tmp, path)
+    save_figure(fig, path)
 
 
 def make_report(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike, *,
