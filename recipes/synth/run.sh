@@ -207,6 +207,15 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
       --attention-names "2-4 s" "32-64 s" "160 s" \
       ${decoding_sets[0]+--decodings "${decoding_sets[@]}" --decodings-long "$long_set"} \
       --out "$report_dir/summary.md" > /dev/null
+    # the figures of RESULTS.md: CER vs length faceted by PE family with the long/short ratio
+    # panel, and one figure per remedied PE (plain model, each remedy of stage 3, chunked)
+    # shellcheck disable=SC2046
+    "$PYTHON" scripts/plot_study_figures.py --runs "${runs[@]}" --out "$report_dir" \
+      --short "$short_set" --long "$long_set" --remedies-for $(tr ',' ' ' <<< "$remedy_pes") > /dev/null \
+      || log "  no study figures (the error above); the tables and per-set plots are written"
+    # the remedy table: per PE and remedy, CER at 2-4 s, 32-64 s and long-form, ratio and cost
+    "$PYTHON" scripts/study_summary.py "${runs[@]}" --short "$short_set" --long "$long_set" --remedies \
+      > "$report_dir/remedies.md.tmp" && mv "$report_dir/remedies.md.tmp" "$report_dir/remedies.md"
   fi
 fi
 log "done"

@@ -481,6 +481,8 @@ def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_pa
     assert "| rope/ctc | 5.00 | test: 0-2 | 1.00× |" in (report / "longform" / "cer_vs_length.md").read_text()
     summary = (report / "summary.md").read_text()
     assert "| rope | 0 | 7.0 |" in summary and "| none | 0 | 12.0 |" in summary
+    # the remedy table (these runs have no remedy evaluations: one plain row per PE)
+    assert "| rope | (none) | 0 |" in (report / "remedies.md").read_text()
     assert "| rope | 1.00 s (0.33) | 16.00 s (0.33) | – | 0.25 | 0.25 | – |" in summary  # no long-form rows
     # the decodings table: a row per model and decoding of the report sets but the long-form one
     # (these fake long-form sets have no overall bucket, so their column is empty)
