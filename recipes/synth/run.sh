@@ -176,9 +176,17 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
     cp "$info" "$dest/"
     if [ -f "$run/config.yaml" ]; then cp "$run/config.yaml" "$dest/"; fi
     for set_dir in "$run"/eval/*/; do
-      mkdir -p "$dest/eval/$(basename "$set_dir")"
-      for f in buckets.csv buckets.meta.json per_utt.jsonl; do
-        if [ -f "$set_dir/$f" ]; then cp "$set_dir/$f" "$dest/eval/$(basename "$set_dir")/"; fi
+      set_name=$(basename "$set_dir")
+      mkdir -p "$dest/eval/$set_name"
+      files="buckets.csv buckets.meta.json per_utt.jsonl"
+      # an inference remedy's or chunked inference's folder (eval/test_window, ...) keeps its
+      # bucket tables, which every table and figure reads, without the per-utterance scores
+      # (~200 kB a set: a study's remedies would double the archive)
+      if grep -qE '"remedy"|"mode": "chunked"' "$set_dir/buckets.meta.json" 2>/dev/null; then
+        files="buckets.csv buckets.meta.json"
+      fi
+      for f in $files; do
+        if [ -f "$set_dir/$f" ]; then cp "$set_dir/$f" "$dest/eval/$set_name/"; fi
       done
     done
     # scripts/attention_vs_length.py's output (the summary's attention table), where it was run

@@ -459,6 +459,10 @@ def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_pa
         "test_set,bucket,utt,duration,frames,layer,head,mean_distance_s,entropy,norm_entropy,local_mass\n"
         + "".join(f"test,{b},u,{d},10,0,0,{d / 3},1.0,0.5,0.25\n" for b, d in (("2-4", 3.0), ("32-64", 48.0))))
     (stats / "attention_stats.md").write_text("head means\n")
+    # an inference remedy's folder is archived without its per-utterance scores
+    write_bucket_files([row], study / "rope_ctc_s0" / "eval" / "test_window",
+                       meta={"decode": {"method": "greedy"}, "remedy": "window"})
+    (study / "rope_ctc_s0" / "eval" / "test_window" / "per_utt.jsonl").write_text('{"id": "u1"}\n')
     (study / "t5_ctc_s0").mkdir()  # started, not evaluated: left out of the archive
     (study / "t5_ctc_s0" / "run_info.json").write_text("{}")
     # being evaluated (test scored, longform not yet, so no eval/done.json): left out too
@@ -471,6 +475,7 @@ def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_pa
     want = [f"{pe}_{loss}_s0/{f}" for (pe, loss), sets in runs.items() for f in (
         "run_info.json", *(f"eval/{s}/{n}" for s in sets for n in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl")))]
     want += [f"rope_ctc_s0/attention_stats/attention_stats.{ext}" for ext in ("csv", "md")]
+    want += [f"rope_ctc_s0/eval/test_window/{n}" for n in ("buckets.csv", "buckets.meta.json")]
     assert files == sorted(want)
     for test_set in ("test", "longform"):
         for metric in ("wer", "cer"):
