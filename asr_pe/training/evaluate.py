@@ -210,51 +210,44 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
         suffix = suffix or remedy_suffix(remedies)
         if per_utterance(remedies):
             encode = one_by_one(encode)
-    with remedies_applied(model, remedies, train_s):
-        return _decode_and_score(run_dir, cfg, model, tokenizer, features, cmvn, ckpt, test_sets, test_utts, settings,
-                                 decode, device, encode, suffix, mode, block_size,
-                                 {"remedy": remedy_label(remedies), "train_length_s": train_s} if remedies else {})
-
-
-def _decode_and_score(run_dir, cfg, model, tokenizer, features, cmvn, ckpt, test_sets, test_utts, settings, decode,
-                      device, encode, suffix, mode, block_size, remedy_meta) -> dict[str, list[dict]]:
-    """Decode every test set with ``encode`` and write eval/<set><suffix>/ (see ``evaluate_run``)."""
     edges_spec = settings["edges"]
+    remedy_meta = {"remedy": remedy_label(remedies), "train_length_s": train_s} if remedies else {}
     results = {}
-    for name, path in test_sets.items():
-        utts = test_utts[name]
-        ds = ASRDataset(utts, None, features, cmvn, None)
-        sampler = DurationBucketSampler([u.duration for u in utts], float(settings["batch_seconds"]),
-                                        num_buckets=1, shuffle=False)
-        loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
-        records, t0 = [], time.time()
-        for batch in loader:
-            hyps = decode_batch(model, batch, tokenizer, decode, device, encode=encode)
-            for uid, dur, ref, hyp in zip(batch["ids"], batch["durations"].tolist(), batch["texts"], hyps):
-                records.append(score_record(uid, dur, ref, hyp))
-        by_id = {u.id: i for i, u in enumerate(utts)}
-        records.sort(key=lambda r: by_id[r["id"]])  # manifest order
-        # edges from the scored durations themselves (the batch's float32 copies of the manifest's)
-        edges = resolve_edges(edges_spec, [r["duration"] for r in records])
-        past_last = sum(r["duration"] >= edges[-1] for r in records)
-        if past_last:
-            log.warning("%s: %d of %d utterances are at or past the last bucket edge %g s and share the open "
-                        "bucket; eval.edges=%s gives every length its own bucket", name, past_last, len(records),
-                        edges[-1], DOUBLING)
-        rows = bucket_table(records, edges, n_boot=int(settings["n_boot"]), seed=0)
-        out = run_dir / "eval" / f"{name}{suffix}"
-        out.mkdir(parents=True, exist_ok=True)
-        meta = {"run": str(run_dir), "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "test_set": name,
-                "manifest": str(path), "checkpoint": ckpt.name, "decode": decode, "mode": mode,
-                **({"chunk_s": settings["chunk_s"], "overlap_s": settings["overlap_s"]} if mode == "chunked"
-                   else {"block_size": block_size}),
-                "edges": describe_edges(edges_spec, edges), "device": device, **remedy_meta,
-                "seconds": round(time.time() - t0, 1)}
-        write_per_utt(records, out / "per_utt.jsonl")
-        write_bucket_files(rows, out, meta=meta)
-        print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')} "
-              f"device={device}" + (f" remedy={remedy_meta['remedy']}" if remedy_meta else ""))
-        print(format_table(rows))
-        print(f"bucket edges (s): {meta['edges']}; buckets without utterances have no row")
-        results[f"{name}{suffix}"] = rows
+    with remedies_applied(model, remedies, train_s):
+        for name, path in test_sets.items():
+            utts = test_utts[name]
+            ds = ASRDataset(utts, None, features, cmvn, None)
+            sampler = DurationBucketSampler([u.duration for u in utts], float(settings["batch_seconds"]),
+                                            num_buckets=1, shuffle=False)
+            loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
+            records, t0 = [], time.time()
+            for batch in loader:
+                hyps = decode_batch(model, batch, tokenizer, decode, device, encode=encode)
+                for uid, dur, ref, hyp in zip(batch["ids"], batch["durations"].tolist(), batch["texts"], hyps):
+                    records.append(score_record(uid, dur, ref, hyp))
+            by_id = {u.id: i for i, u in enumerate(utts)}
+            records.sort(key=lambda r: by_id[r["id"]])  # manifest order
+            # edges from the scored durations themselves (the batch's float32 copies of the manifest's)
+            edges = resolve_edges(edges_spec, [r["duration"] for r in records])
+            past_last = sum(r["duration"] >= edges[-1] for r in records)
+            if past_last:
+                log.warning("%s: %d of %d utterances are at or past the last bucket edge %g s and share the open "
+                            "bucket; eval.edges=%s gives every length its own bucket", name, past_last, len(records),
+                            edges[-1], DOUBLING)
+            rows = bucket_table(records, edges, n_boot=int(settings["n_boot"]), seed=0)
+            out = run_dir / "eval" / f"{name}{suffix}"
+            out.mkdir(parents=True, exist_ok=True)
+            meta = {"run": str(run_dir), "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "test_set": name,
+                    "manifest": str(path), "checkpoint": ckpt.name, "decode": decode, "mode": mode,
+                    **({"chunk_s": settings["chunk_s"], "overlap_s": settings["overlap_s"]} if mode == "chunked"
+                       else {"block_size": block_size}),
+                    "edges": describe_edges(edges_spec, edges), "device": device, **remedy_meta,
+                    "seconds": round(time.time() - t0, 1)}
+            write_per_utt(records, out / "per_utt.jsonl")
+            write_bucket_files(rows, out, meta=meta)
+            print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')} "
+                  f"device={device}" + (f" remedy={remedy_meta['remedy']}" if remedy_meta else ""))
+            print(format_table(rows))
+            print(f"bucket edges (s): {meta['edges']}; buckets without utterances have no row")
+            results[f"{name}{suffix}"] = rows
     return results
