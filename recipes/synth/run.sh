@@ -139,15 +139,14 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
     [ -e "$info" ] || continue
     run=$(dirname "$info")
     [ -f "$run/eval/done.json" ] || continue
-    pe=$("$PYTHON" -c "import json, sys; print(json.load(open(sys.argv[1]))['pe'])" "$info")
+    pe=$(grep -o '"pe": *"[^"]*"' "$info" | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')  # run_info.json "pe"
     [[ ",$remedy_pes," == *",$pe,"* ]] || continue
     for remedy in $remedies; do
       case "$remedy" in rope_*) [ "$pe" = rope ] || continue ;; esac
       if [ "$remedy" = chunked ]; then
         suffix=_chunked; args=(eval.mode=chunked eval.suffix=_chunked)
-      else  # the folder name evaluate.py gives it
-        suffix=$("$PYTHON" -c "import sys; from asr_pe.inference.remedies import parse_remedies as p, remedy_suffix as s; \
-print(s(p(sys.argv[1])))" "$remedy")
+      else  # the folder name evaluate.py gives it (remedies.py remedy_suffix: + -> _, . -> p)
+        suffix=${remedy//+/_}; suffix=_$(tr -cd 'A-Za-z0-9_' <<< "${suffix//./p}")
         args=("eval.remedy=$remedy")
       fi
       if [ -f "$run/eval/done$suffix.json" ]; then continue; fi

@@ -87,6 +87,7 @@ def assert_eval_files(run_dir: Path, method: str, loss: str) -> None:
     assert "bucket" in (out / "buckets.csv").read_text().splitlines()[0]
 
 
+@pytest.mark.slow  # ~1.5 min each on 2 cores: .ci/run runs them after make test
 def test_seq2seq_trains_and_decodes_with_attention(tmp_path, corpus_root):
     run_dir = run_tiny("seq2seq", tmp_path / "s2s", corpus_root, "attention")
     assert_loss_decreases(run_dir)
@@ -95,6 +96,7 @@ def test_seq2seq_trains_and_decodes_with_attention(tmp_path, corpus_root):
     assert_eval_files(run_dir, "attention", "seq2seq")
 
 
+@pytest.mark.slow  # ~1.5 min each on 2 cores: .ci/run runs them after make test
 def test_hybrid_trains_and_decodes_joint_and_attention(tmp_path, corpus_root):
     run_dir = run_tiny("hybrid", tmp_path / "hyb", corpus_root, "joint")
     assert_loss_decreases(run_dir)

@@ -172,6 +172,7 @@ def test_cli_unknown_pe_is_clear():
     assert "pe/nope" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # 1 min on 2 cores: .ci/run runs it after make test
 def test_study_runner_skips_finished_and_resumes_interrupted(tiny_synth_root, tmp_path):
     """`train.py -m experiment=synth_study`: one folder per (pe, seed); re-running skips finished
     runs, and a run without evaluation files continues from its checkpoint."""
