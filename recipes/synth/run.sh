@@ -3,12 +3,13 @@
 #   stage 0: the corpora of the demo and the study + 160 s long-form  python -m asr_pe.data.synth
 #   stage 1: the demo model (experiment=demo)                         train.py, evaluates at the end
 #   stage 2: the length study, one run per PE x seed                  train.py -m experiment=synth_study
-#   stage 3: inference remedies on the study's models (eval.remedy)    evaluate.py, one per run x remedy
+#   stage 3: attention statistics (seed 0), inference remedies          attention_vs_length.py, evaluate.py
 #   stage 4: archive the runs' result files, WER/CER-vs-length report   scripts/plot_wer_vs_length.py
 # Usage: recipes/synth/run.sh [--stage N] [--stop_stage M] [--pes "none,rope"] [--seeds "0,1"] [--jobs J]
 #                             [--experiment synth_study|synth_remedy_posscale|synth_arm_conformer|...]
 #                             [--loss ctc|seq2seq|hybrid] [--extra "k=v ..."]
 #                             [--remedy_pes "rope,sinusoidal"] [--remedies "window logit_scale ..."]
+#                             [--attention_seeds "0"]
 #                             [--study_dir D] [--archive_dir D] [--report_dir D]
 #                             [--report_sets "test longform"] [--summary_sets "test longform"]
 # Every stage skips what is done: the corpus is cached, finished runs are skipped, interrupted
@@ -24,7 +25,9 @@
 # --experiment (stage 2): the study or one of its arms (conf/experiment/synth_remedy_*.yaml: training
 # remedies; synth_arm_*.yaml: Conformer, CAPE with covered positions, the 70 ms front end); its PE and
 # seed lists are the defaults of --pes / --seeds. Give each arm its own --study_dir.
-# Stage 3 evaluates each finished run of --remedy_pes (default: the PEs the study found degrading,
+# Stage 3 first writes the attention statistics (scripts/attention_vs_length.py, 3 utterances per
+# bucket, ~1 min a run) of each finished run of --attention_seeds (the summary's attention table),
+# then evaluates each finished run of --remedy_pes (default: the PEs the study found degrading,
 # rope sinusoidal t5 shaw relative) with every inference remedy of --remedies that applies to it
 # (rope_* only for rope) and with overlapping chunked inference (the reference), into
 # eval/<set>_<remedy>; a result already there is skipped.
@@ -47,6 +50,7 @@ loss=ctc        # stage 2: the head (conf/loss/<loss>.yaml)
 experiment=synth_study  # stage 2: conf/experiment/<experiment>.yaml
 remedy_pes="rope,sinusoidal,t5,shaw,relative"  # stage 3
 remedies="window window:10 logit_scale rope_pi rope_ntk rope_yarn chunked"  # stage 3 (chunked: eval.mode=chunked)
+attention_seeds="0"  # stage 3: runs whose attention statistics are written ("" for none)
 extra=""
 study_dir=runs/synth_study
 report_dir=runs/synth_study/report
@@ -65,6 +69,7 @@ while [ $# -gt 0 ]; do
     --experiment) experiment=$2; shift 2 ;;
     --remedy_pes) remedy_pes=$2; shift 2 ;;
     --remedies) remedies=$2; shift 2 ;;
+    --attention_seeds) attention_seeds=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
     --study_dir) study_dir=$2; shift 2 ;;
     --report_dir) report_dir=$2; shift 2 ;;
@@ -134,12 +139,19 @@ print(p.pe, p.seed)")
 fi
 
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
-  log "stage 3: inference remedies ($remedies) on the $loss runs of $remedy_pes in $study_dir"
+  log "stage 3: attention statistics (seeds $attention_seeds), inference remedies ($remedies) on the $loss runs of $remedy_pes in $study_dir"
   for info in "$study_dir"/*_"${loss}"_s*/run_info.json; do
     [ -e "$info" ] || continue
     run=$(dirname "$info")
     [ -f "$run/eval/done.json" ] || continue
     pe=$(grep -o '"pe": *"[^"]*"' "$info" | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')  # run_info.json "pe"
+    seed=${run##*_s}
+    if [[ " ${attention_seeds//,/ } " == *" $seed "* ]] && [ ! -f "$run/attention_stats/attention_stats.csv" ]; then
+      log "  $(basename "$run"): attention statistics"
+      "$PYTHON" scripts/attention_vs_length.py run="$run" per_bucket=3 out="$run/attention_stats" \
+        > "$run/eval/attention_stats.log" 2>&1 \
+        || log "  FAILED $(basename "$run") attention statistics (see $run/eval/attention_stats.log)"
+    fi
     [[ ",$remedy_pes," == *",$pe,"* ]] || continue
     for remedy in $remedies; do
       case "$remedy" in rope_*) [ "$pe" = rope ] || continue ;; esac

@@ -390,7 +390,7 @@ def test_synth_stage_3_evaluates_each_remedy_that_applies_once(tmp_path):
         if done:
             (run_dir / "eval" / "done.json").write_text("{}")
     args = ("--stage", "3", "--stop_stage", "3", "--study_dir", str(study), "--remedies",
-            "window window:2.5 rope_yarn chunked")
+            "window window:2.5 rope_yarn chunked", "--attention_seeds", "1")
     run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
     rope, sin = study / "rope_ctc_s0", study / "sinusoidal_ctc_s0"
     assert calls(log) == [
@@ -402,6 +402,18 @@ def test_synth_stage_3_evaluates_each_remedy_that_applies_once(tmp_path):
     log.unlink()
     run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
     assert not log.exists(), "a remedy already evaluated is not evaluated again"
+    # attention statistics of the seed-0 runs (by default), once: the fake leaves no CSV, so the
+    # call is repeated until one exists
+    run(SYNTH, *args[:-2], "--remedies", "window", python=str(exe), env={"FAKE_LOG": str(log)})
+    got = calls(log)
+    assert got == [f"scripts/attention_vs_length.py run={study / f'{pe}_ctc_s0'} per_bucket=3 "
+                   f"out={study / f'{pe}_ctc_s0' / 'attention_stats'}" for pe in ("alibi", "rope", "sinusoidal")]
+    for pe in ("alibi", "rope", "sinusoidal"):
+        (study / f"{pe}_ctc_s0" / "attention_stats").mkdir()
+        (study / f"{pe}_ctc_s0" / "attention_stats" / "attention_stats.csv").write_text("x\n")
+    log.unlink()
+    run(SYNTH, *args[:-2], "--remedies", "window", python=str(exe), env={"FAKE_LOG": str(log)})
+    assert not log.exists()
 
 
 def test_synth_stage_0_builds_the_demo_and_the_study_corpus(tmp_path):
