@@ -10,11 +10,11 @@ seeds' bootstrap CI bounds; x: per-seed values) and, on the same log-x axis, the
 set's point (diamond with its mean CI as whisker, joined by a dotted segment: another test set,
 no data in between). The ``none`` PE is the reference: dashed grey in every family panel. A last
 panel gives, per label, the long-form / reference-bucket ratio (default ``2-4`` s of the short
-set): the point is the **ratio of the seed means**; the whiskers span the **min..max of the
-per-seed ratios** (each seed's long-form value over the same seed's reference value). With two
-seeds this is the two seeds' values, a spread and not a confidence interval; a ratio of the CI
-bounds would not be a CI of the ratio either (the two bounds are not attained together), so it
-is not drawn.
+set): the point is the **ratio of the seed means**; the whisker its **95 % bootstrap CI**
+(`asr_pe.evaluation.length_ratio`: utterances of both sets resampled, paired across seeds; a
+ratio of the two CERs' CI bounds would be no CI, the bounds are not attained together); ticks mark
+each seed's own ratio. Where a run has no per-utterance scores the whisker falls back to the
+min..max of the per-seed ratios, and the panel's caption says so.
 
 ``plot_remedies`` (issue 25): for one PE, one line per remedy (the plain model, each inference
 remedy ``eval/<set>_<remedy>``, chunked inference, each training remedy of the runs given),
@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .study_summary import _remedy_results
+from .study_summary import _remedy_results, ratio_ci
 from .wer_vs_length import (
     ALL_LABEL, METRICS, LabelSeries, RunDirError, RunResult, aggregate, draw_series, find_run_dirs,
     format_length_axis, load_runs, read_run_info, save_figure,
@@ -107,12 +107,14 @@ def _short_name(label: str) -> str:
 @dataclass
 class LengthRatio:
     """Long-form value over the reference bucket's, for one label: ``ratio`` of the seed means,
-    ``low``/``high`` the min/max of ``per_seed`` (each run's long over its own reference value)."""
+    ``low``/``high`` its bootstrap CI (``is_ci``) or, without per-utterance scores, the min/max of
+    ``per_seed`` (each run's long over its own reference value)."""
     label: str
     ratio: float
     low: float
     high: float
     per_seed: list[float]
+    is_ci: bool = False
 
 
 def _by_run(s: LabelSeries, bucket: str) -> dict[Path, float]:
@@ -120,9 +122,11 @@ def _by_run(s: LabelSeries, bucket: str) -> dict[Path, float]:
 
 
 def long_short_ratios(series_short: Sequence[LabelSeries], series_long: Sequence[LabelSeries], *,
-                      ref_bucket: str = "2-4", long_bucket: str = ALL_LABEL) -> list[LengthRatio]:
+                      ref_bucket: str = "2-4", long_bucket: str = ALL_LABEL, metric: str = "cer",
+                      n_boot: int = 1000) -> list[LengthRatio]:
     """Per label present in both: ``long_bucket`` of the long set over ``ref_bucket`` of the short
-    set (`LengthRatio`), sorted by ratio. Runs are paired by run directory."""
+    set (`LengthRatio`), sorted by ratio. Runs are paired by run directory; the CI resamples the
+    utterances of the runs' ``per_utt.jsonl`` (`length_ratio_ci`), ``n_boot`` draws."""
     if series_short and not any(ref_bucket in s.value for s in series_short):
         raise ValueError(f"reference bucket {ref_bucket!r} is in none of the short set's buckets "
                          f"({', '.join(b for b in series_short[0].buckets if b != ALL_LABEL)})")
@@ -136,7 +140,12 @@ def long_short_ratios(series_short: Sequence[LabelSeries], series_long: Sequence
         ref_runs, long_runs = _by_run(s, ref_bucket), _by_run(ls, long_bucket)
         per_seed = [long_runs[d] / ref_runs[d] for d in ref_runs if d in long_runs and ref_runs[d] > 0]
         ratio = ls.value[long_bucket] / ref
-        out.append(LengthRatio(s.label, ratio, min(per_seed, default=ratio), max(per_seed, default=ratio), per_seed))
+        ci = ratio_ci(s, ls, ref_bucket, long_bucket, metric=metric, n_boot=n_boot)
+        if ci is not None:
+            out.append(LengthRatio(s.label, ratio, min(ci[0], ratio), max(ci[1], ratio), per_seed, is_ci=True))
+        else:
+            out.append(LengthRatio(s.label, ratio, min(per_seed, default=ratio), max(per_seed, default=ratio),
+                                   per_seed))
     return sorted(out, key=lambda r: r.ratio)
 
 
@@ -316,7 +325,8 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=2.2)
 
     ax = fig.add_subplot(grid[:, cols])
-    ratios = long_short_ratios(series_short, series_long, ref_bucket=ref_bucket, long_bucket=long_bucket)
+    ratios = long_short_ratios(series_short, series_long, ref_bucket=ref_bucket, long_bucket=long_bucket,
+                               metric=metric)
     _draw_ratios(ax, ratios, style, metric=metric, ref_bucket=ref_bucket, long_name=long_name)
     seeds = any(len(s.runs) > 1 for s in series_short)
     fig.legend(handles=_key_handles(tmaxes, long_name, seeds), loc="outside lower center", ncol=5, fontsize=7.5,
@@ -329,7 +339,8 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
 
 def _draw_ratios(ax, ratios: Sequence[LengthRatio], style: dict, *, metric: str, ref_bucket: str,
                  long_name: str) -> None:
-    """Horizontal points with min..max whiskers, sorted by ratio (largest on top), a line at 1."""
+    """Horizontal points with CI whiskers (min..max of the seeds where there is no CI), sorted by
+    ratio (largest on top), each seed's ratio as a tick, a line at 1."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     for y, r in enumerate(ratios):
@@ -352,8 +363,11 @@ def _draw_ratios(ax, ratios: Sequence[LengthRatio], style: dict, *, metric: str,
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(True, axis="x", which="major", alpha=0.3)
     ax.set_title(f"{metric.upper()} {long_name} / {metric.upper()} {ref_bucket} s", fontsize=10)
-    ax.set_xlabel("point: ratio of the seed means\nwhiskers: min–max of the per-seed ratios\n"
-                  "(a seed spread, not a CI; nor is a ratio of CI bounds)", fontsize=7.5)
+    whiskers = {r.is_ci for r in ratios}
+    whisker = ("95 % bootstrap CI (utterances resampled)" if whiskers == {True} else
+               "min–max of the per-seed ratios (no per-utterance scores)" if whiskers == {False} else
+               "95 % bootstrap CI; min–max of seeds where no per-utterance scores")
+    ax.set_xlabel(f"point: ratio of the seed means; ticks: each seed\nwhiskers: {whisker}", fontsize=7.5)
 
 
 # ----------------------------------------------------------------------------- remedy figure

@@ -2,7 +2,9 @@
 
 1. Accuracy: per label, CER at a few buckets of the short test set and on the long-form set,
    each as the seed mean with the per-seed values in parentheses; the degradation ratios
-   (CER of a long bucket over the same label's CER in the reference bucket, both seed means);
+   (CER of a long bucket over the same label's CER in the reference bucket, both seed means;
+   the long-form one with its 95 % bootstrap CI over utterances, `ratio_ci`, where the runs
+   have per-utterance scores);
    WER at the reference bucket, the longest short bucket and long-form. Rows by reference CER.
 2. Attention: per label, mean attended distance (seconds, and as a fraction of the utterance)
    and the share of attention within ±local_s, per duration bucket, from each run's
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from asr_pe.evaluation.buckets import read_bucket_csv
+from asr_pe.evaluation.length_ratio import length_ratio_ci
 
 from .wer_vs_length import (
     ALL_LABEL, LabelSeries, RunResult, _eval_meta, aggregate, all_buckets, ci_cell, find_run_dirs, format_value,
@@ -54,6 +57,30 @@ def _cell(s: LabelSeries, bucket: str) -> str:
 def _ratio(s: LabelSeries, bucket: str, ref: float) -> str:
     v = s.value.get(bucket, math.nan)
     return "–" if math.isnan(v) or not ref or math.isnan(ref) else f"{v / ref:.2f}×"
+
+
+def ratio_ci(short: LabelSeries, long: LabelSeries, ref_bucket: str, long_bucket: str = ALL_LABEL, *,
+             metric: str = "cer", n_boot: int = 1000) -> tuple[float, float] | None:
+    """95 % bootstrap CI of one label's ``long_bucket`` (long set) / ``ref_bucket`` (short set) ratio
+    of seed means, from its runs' per-utterance scores (`length_ratio_ci`, runs paired by
+    directory); None where a run has none (an archived remedy folder keeps bucket tables only)."""
+    long_by_dir = {r.run_dir: r for r in long.runs}
+    pairs = [(r, long_by_dir[r.run_dir]) for r in short.runs if r.run_dir in long_by_dir]
+    if not pairs or n_boot <= 0:
+        return None
+    lo_long, hi_long = (0.0, math.inf) if long_bucket == ALL_LABEL else (long.lo[long_bucket], long.hi[long_bucket])
+    return length_ratio_ci([r.run_dir / "eval" / r.test_set for r, _ in pairs],
+                           [lr.run_dir / "eval" / lr.test_set for _, lr in pairs],
+                           ref_lo=short.lo[ref_bucket], ref_hi=short.hi[ref_bucket],
+                           long_lo=lo_long, long_hi=hi_long, metric=metric, n_boot=n_boot)
+
+
+def _ratio_with_ci(short: LabelSeries, long: LabelSeries, ref_bucket: str, long_bucket: str) -> str:
+    """``6.31× [5.61, 7.10]``: the ratio of seed means with its bootstrap CI where per-utterance
+    scores exist (`ratio_ci`)."""
+    text = _ratio(long, long_bucket, short.value.get(ref_bucket, math.nan))
+    ci = ratio_ci(short, long, ref_bucket, long_bucket) if text != "–" else None
+    return text if ci is None else f"{text} [{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def _long_set_name(series: Iterable[LabelSeries], bucket: str, set_name: str) -> str:
@@ -88,7 +115,7 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
         seeds = ", ".join(str(x) for x in s.seeds)
         row = [label.removesuffix("/ctc"), seeds] + [_cell(s, b) for b in buckets]
         row += [_cell(lc, long_bucket) if lc else "–"]
-        row += [_ratio(s, last, ref), _ratio(lc, long_bucket, ref) if lc else "–"]
+        row += [_ratio(s, last, ref), _ratio_with_ci(s, lc, ref_bucket, long_bucket) if lc else "–"]
         row += [format_value(wer[label].value.get(ref_bucket, math.nan)), format_value(wer[label].value.get(last, math.nan)),
                 format_value(long_wer[label].value.get(long_bucket, math.nan)) if label in long_wer else "–"]
         lines.append("| " + " | ".join(row) + " |")

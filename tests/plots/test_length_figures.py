@@ -115,7 +115,29 @@ def test_faceted_figure_has_a_panel_per_family_present_and_the_ratio_panel(study
     assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == ["none (ref.)", "rope"]
     ratio_ax = fig.axes[-1]
     assert [t.get_text() for t in ratio_ax.get_yticklabels()][-1] == "rope"     # largest ratio on top
-    assert "not a CI" in ratio_ax.get_xlabel()
+    assert "min–max of the per-seed ratios (no per-utterance scores)" in ratio_ax.get_xlabel()
+
+
+def write_per_utt(run: Path, test_set: str, utts):
+    """(duration, CER %) per utterance of 100 characters -> run/eval/<test_set>/per_utt.jsonl."""
+    lines = [json.dumps({"id": f"u{i}", "duration": d, "errors": 0, "ref_words": 20,
+                         "char_errors": round(cer), "ref_chars": 100}) for i, (d, cer) in enumerate(utts)]
+    (run / "eval" / test_set / "per_utt.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_ratio_whiskers_are_the_bootstrap_ci_where_runs_have_per_utterance_scores(study, tmp_path):
+    # every utterance of a bucket at the bucket's CER: each draw gives the point, the CI is exact
+    for seed, (cer_24, cer_long) in enumerate([(8.0, 24.0), (6.0, 28.0)]):
+        run = study / f"rope_transformer_s{seed}"
+        write_per_utt(run, "test", [(1.5, 50.0)] * 3 + [(3.0, cer_24)] * 5 + [(45.0, 90.0)] * 2)
+        write_per_utt(run, "longform", [(158.0, cer_long)] * 4)
+    short, long = series(study)
+    ratios = {r.label: r for r in lf.long_short_ratios(short, long, ref_bucket="2-4")}
+    rope = ratios["rope/ctc"]
+    assert rope.is_ci and (rope.low, rope.high) == pytest.approx((26.0 / 7.0, 26.0 / 7.0))
+    assert not ratios["none/ctc"].is_ci and ratios["none/ctc"].low < ratios["none/ctc"].high
+    fig = lf.plot_faceted(short, long, tmp_path / "cer_by_family.png", "cer")
+    assert "95 % bootstrap CI; min–max of seeds where no per-utterance scores" in fig.axes[-1].get_xlabel()
 
 
 def test_facets_by_family_put_none_in_each_and_by_encoder_split_the_encoders(study):

@@ -71,6 +71,19 @@ def test_accuracy_table_seed_means_per_seed_values_and_ratios(study):
     assert rows["none"][2:8] == ["11.0", "10.0", "11.0", "12.0", "1.10×", "1.20×"]
 
 
+def test_the_long_form_ratio_carries_its_bootstrap_ci_where_runs_have_per_utterance_scores(study):
+    # every utterance at its bucket's CER: every bootstrap draw gives the point, so the CI is exact
+    for seed, (cer_24, cer_long) in enumerate([(8.0, 24.0), (6.0, 28.0)]):
+        for test_set, utts in (("test", [(3.0, cer_24)] * 5 + [(1.0, 70.0)] * 2), ("longform", [(158.0, cer_long)] * 3)):
+            lines = [json.dumps({"id": f"u{i}", "duration": d, "errors": 0, "ref_words": 20, "char_errors": round(c),
+                                 "ref_chars": 100}) for i, (d, c) in enumerate(utts)]
+            (study / f"rope_ctc_s{seed}" / "eval" / test_set / "per_utt.jsonl").write_text("\n".join(lines) + "\n")
+    rows = _rows(accuracy_table([study], short_set="test", long_set="longform", buckets=["0-2", "2-4", "32-64"],
+                                ref_bucket="2-4", long_bucket="128-256"))
+    assert rows["rope"][7] == f"{26 / 7:.2f}× [{26 / 7:.2f}, {26 / 7:.2f}]"
+    assert rows["none"][7] == "1.20×"                         # no per-utterance scores: no CI
+
+
 def test_attention_table_averages_rows_per_bucket_and_skips_runs_without_stats(study):
     rows = _rows(attention_table([study], buckets=["2-4", "32-64"]))
     assert list(rows) == ["rope", "none"]                     # by distance at 2-4 s

@@ -1,0 +1,117 @@
+"""Bootstrap confidence interval of a length-degradation ratio.
+
+The study's degradation ratio is a long set's error rate over a reference bucket's of the short
+set (e.g. CER at 160 s over CER at 2-4 s), both pooled over utterances and averaged over seeds.
+Its uncertainty comes from which test utterances were drawn, in both sets: a ratio of the two
+CERs' CI bounds is no CI of the ratio (the bounds are not attained together), and two seeds'
+ratios are a seed spread, not a CI. This module resamples utterances instead:
+
+    for each of n_boot draws:
+        short draw: n_short utterances of the reference bucket, with replacement
+        long draw:  n_long utterances of the long set (or bucket), with replacement
+        ratio_b = mean over seeds of Σerr/Σref (long draw) / mean over seeds of Σerr/Σref (short draw)
+    CI = percentiles of ratio_b
+
+Seeds of one model are scored on the same utterances, so one draw of utterance indices is
+applied to every seed (paired across seeds); where the seeds' utterance ids differ, each seed is
+drawn on its own. The two sets are drawn independently of each other.
+
+Reads each eval set's ``per_utt.jsonl`` (written by `evaluate.py`: ``duration``, ``errors``,
+``ref_words``, ``char_errors``, ``ref_chars`` per utterance). Knows nothing of plotting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["PER_UTT", "METRIC_KEYS", "read_errors", "length_ratio_ci"]
+
+PER_UTT = "per_utt.jsonl"
+METRIC_KEYS = {"wer": ("errors", "ref_words"), "cer": ("char_errors", "ref_chars")}
+_MAX_ELEMENTS = 2_000_000   # draws x utterances per chunk of the bootstrap
+
+
+def read_errors(set_dir: str | os.PathLike, *, metric: str = "cer", lo: float = 0.0,
+                hi: float = math.inf) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """(ids, errors, reference lengths) of the utterances of ``set_dir/per_utt.jsonl`` with
+    ``lo <= duration < hi``, sorted by id; None when the file is absent (e.g. an archived
+    remedy folder, which keeps bucket tables only). A malformed line is an error naming the
+    file and line."""
+    if metric not in METRIC_KEYS:
+        raise ValueError(f"metric must be one of {sorted(METRIC_KEYS)}, got {metric!r}")
+    path = Path(set_dir) / PER_UTT
+    if not path.is_file():
+        return None
+    err_key, ref_key = METRIC_KEYS[metric]
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                duration = float(rec["duration"])
+                if lo <= duration < hi:
+                    rows.append((str(rec["id"]), float(rec[err_key]), float(rec[ref_key])))
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{lineno}: not a per-utterance record with duration, id, "
+                                 f"{err_key} and {ref_key} ({e})") from None
+    rows.sort()
+    return ([r[0] for r in rows], np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
+
+
+def _seed_rates(sets: Sequence[tuple[list[str], np.ndarray, np.ndarray]], n_boot: int,
+                rng: np.random.Generator) -> np.ndarray:
+    """(n_boot,) mean over seeds of Σerrors/Σref on resampled utterances (nan where Σref = 0)."""
+    paired = all(ids == sets[0][0] for ids, _, _ in sets)
+    total = np.zeros(n_boot)
+    draws = None
+    for k, (ids, err, ref) in enumerate(sets):
+        n = len(ids)
+        if draws is None or not paired:
+            draws = [rng.integers(0, n, size=(stop - start, n))              # (draws, n) indices
+                     for start, stop in _chunks(n_boot, n)]
+        e = np.concatenate([err[idx].sum(axis=1) for idx in draws])         # (n_boot,)
+        r = np.concatenate([ref[idx].sum(axis=1) for idx in draws])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            total += np.where(r > 0, e / r, np.nan)
+    return total / len(sets)
+
+
+def _chunks(n_boot: int, n: int):
+    step = max(1, _MAX_ELEMENTS // max(n, 1))
+    return [(start, min(n_boot, start + step)) for start in range(0, n_boot, step)]
+
+
+def length_ratio_ci(short_sets: Sequence[str | os.PathLike], long_sets: Sequence[str | os.PathLike], *,
+                    ref_lo: float, ref_hi: float, long_lo: float = 0.0, long_hi: float = math.inf,
+                    metric: str = "cer", n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+                    ) -> tuple[float, float] | None:
+    """Percentile-bootstrap CI of (seed mean of the long set's rate) / (seed mean of the
+    reference bucket's rate). ``short_sets[i]`` and ``long_sets[i]`` are one seed's eval set
+    folders (``run/eval/test``, ``run/eval/longform``); the reference bucket is
+    ``ref_lo <= duration < ref_hi`` of the short set, the long one ``long_lo <= duration < long_hi``
+    (default: all) of the long set. None when a folder has no ``per_utt.jsonl``, a selection is
+    empty, or no draw has a positive reference rate."""
+    if len(short_sets) != len(long_sets) or not short_sets:
+        raise ValueError(f"need one short and one long set per seed, got {len(short_sets)} and {len(long_sets)}")
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci}")
+    shorts = [read_errors(d, metric=metric, lo=ref_lo, hi=ref_hi) for d in short_sets]
+    longs = [read_errors(d, metric=metric, lo=long_lo, hi=long_hi) for d in long_sets]
+    if any(s is None or not s[0] for s in shorts + longs):
+        return None
+    rng = np.random.default_rng(seed)
+    short_rate = _seed_rates(shorts, n_boot, rng)
+    long_rate = _seed_rates(longs, n_boot, rng)
+    ok = np.isfinite(long_rate) & (short_rate > 0)
+    if not ok.any():
+        return None
+    lo, hi = np.percentile(long_rate[ok] / short_rate[ok], [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(lo), float(hi)
