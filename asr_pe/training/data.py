@@ -107,13 +107,17 @@ def feature_extractor(data_cfg: DictConfig) -> FbankExtractor:
 
 def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.Module | None,
                      uses_ctc: bool) -> RunData:
-    """``frontend`` (with ``output_lengths`` and ``frame_shift_s``) tells how many encoder frames
+    """Manifests, tokenizer (trained once, stored in the run) and CMVN (likewise).
+
+    ``frontend`` (with ``output_lengths`` and ``frame_shift_s``) tells how many encoder frames
     an utterance gets, which decides whether CTC can align its transcript."""
-    """Manifests, tokenizer (trained once, stored in the run) and CMVN (likewise)."""
     manifests = resolve_manifests(data_cfg)
     if not manifests["train"]:
         raise ValueError(f"data={data_cfg.name}: the corpus returned no training manifest")
     train = read_manifests(manifests["train"])
+    if not train:
+        raise ValueError(f"the training manifests hold no utterances ({', '.join(map(str, manifests['train']))}); "
+                         f"prepare the corpus again (the recipe's preparation stage)")
     dev = read_manifests(manifests["dev"])
     report: dict[str, Any] = {"train_read": len(train), "dev_read": len(dev)}
     max_dur = data_cfg.get("train_max_duration")
@@ -124,7 +128,8 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
         if before - len(train):
             log.info("dropped %d training utterances longer than %.1f s", before - len(train), max_dur)
     if not train:
-        raise ValueError(f"no training utterances left (train_max_duration={max_dur})")
+        raise ValueError(f"no training utterances left after data.train_max_duration={max_dur} "
+                         f"(all {report['train_read']} are longer; raise it or leave it unset)")
 
     tok_path = run_dir / "tokenizer.json"
     if tok_path.exists():
