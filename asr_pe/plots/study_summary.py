@@ -237,12 +237,22 @@ def _remedy_results(run_dir: Path, short_set: str, long_set: str) -> list[tuple[
     return out
 
 
+def _per_seed(s: LabelSeries, bucket: str) -> dict:
+    """seed -> the mean value in ``bucket`` of the label's runs of that seed (absent ones left out)."""
+    values = defaultdict(list)
+    for r, v in zip(s.runs, s.per_seed.get(bucket, [])):
+        if not math.isnan(v):
+            values[r.seed].append(v)
+    return {seed: sum(vs) / len(vs) for seed, vs in values.items()}
+
+
 def remedy_table(paths: Iterable[str | os.PathLike], *, short_set: str = "test", long_set: str = "longform",
                  buckets: Sequence[str] = ("2-4", "32-64"), ref_bucket: str = "2-4",
                  long_bucket: str = ALL_LABEL) -> str:
     """Markdown table: per PE (its arm, encoder) and remedy, seeds pooled, CER [mean CI] at
     ``buckets`` of the short set and on the long-form set, the long-form / ``ref_bucket`` ratio,
-    and the ``ref_bucket`` cost (points) against the same PE's plain model. Rows by PE, then
+    and the ``ref_bucket`` cost (points) against the same PE's plain model of the same seeds
+    (the mean over the seeds that have both). Rows by PE, then
     by long-form CER."""
     if ref_bucket not in buckets:
         raise ValueError(f"reference bucket {ref_bucket!r} must be one of the buckets {list(buckets)}")
@@ -266,7 +276,10 @@ def remedy_table(paths: Iterable[str | os.PathLike], *, short_set: str = "test",
         longs = [p[1] for p in pairs if p[1] is not None]
         lc = series(longs) if longs else None
         rows.append((pe, remedy, s, lc))
-    plain_ref = {pe: s.value.get(ref_bucket, math.nan) for pe, remedy, s, _ in rows if remedy == ""}
+    # the plain model's reference-bucket value per seed, so that a remedy's cost compares the same
+    # seeds (a remedy evaluated on seed 0 only is not set against the mean of seeds 0 and 1; a
+    # training remedy's run of seed k against the plain run of seed k)
+    plain_by_seed = {pe: _per_seed(s, ref_bucket) for pe, remedy, s, _ in rows if remedy == ""}
     long_name = _long_set_name([lc for *_, lc in rows if lc is not None], long_bucket, long_set)
     head = (["PE", "remedy", "seeds"] + [f"CER {b} s" for b in buckets] + [f"CER {long_name}"]
             + [f"{long_name} / {ref_bucket}", f"cost at {ref_bucket} (points)"])
@@ -277,7 +290,9 @@ def remedy_table(paths: Iterable[str | os.PathLike], *, short_set: str = "test",
 
     for pe, remedy, s, lc in sorted(rows, key=lambda r: (r[0], long_value(r[3]))):
         ref = s.value.get(ref_bucket, math.nan)
-        cost = ref - plain_ref.get(pe, math.nan)
+        mine, plain = _per_seed(s, ref_bucket), plain_by_seed.get(pe, {})
+        shared = [d for d in mine if d in plain]
+        cost = sum(mine[d] - plain[d] for d in shared) / len(shared) if shared else math.nan
         row = [pe.removesuffix("/ctc").replace("/ctc ", " "), remedy or "(none)", ", ".join(str(x) for x in s.seeds)]
         row += [ci_cell(s, b) for b in buckets] + [ci_cell(lc, long_bucket) if lc else "–"]
         row += [_ratio(lc, long_bucket, ref) if lc else "–", "–" if math.isnan(cost) else f"{cost:+.1f}"]

@@ -150,6 +150,10 @@ def test_remedy_table_has_a_row_per_pe_and_remedy_with_ratio_and_cost(study):
             write_set(run, f"{name}_chunked", buckets, [c + 1 for c in cers])
             (run / "eval" / f"{name}_chunked" / "buckets.meta.json").write_text(
                 json.dumps({"mode": "chunked", "chunk_s": 20.0}))
+    run = study / "rope_ctc_s0"                          # a remedy evaluated on seed 0 only
+    for name, buckets, cers in (("test", SHORT, [6.0, 8.0, 9.0]), ("longform", LONG, [9.0])):
+        write_set(run, f"{name}_window10", buckets, cers)
+        (run / "eval" / f"{name}_window10" / "buckets.meta.json").write_text(json.dumps({"remedy": "window:10"}))
     trained = fake_run(study, "rope_posscale", 0, [6.0, 9.0, 10.0], 12.0)
     info = json.loads((trained / "run_info.json").read_text())
     (trained / "run_info.json").write_text(json.dumps(dict(info, pe="rope", remedy="posscale:1-32")))
@@ -157,10 +161,13 @@ def test_remedy_table_has_a_row_per_pe_and_remedy_with_ratio_and_cost(study):
     rows = {(cells[0], cells[1]): cells for cells in
             (line.strip("| ").split(" | ") for line in table.strip().splitlines()[2:])}
     assert set(rows) == {("rope", "(none)"), ("rope", "window"), ("rope", "chunked:20"), ("rope", "posscale:1-32"),
-                         ("none", "(none)")}
+                         ("rope", "window:10"), ("none", "(none)")}
+    assert rows[("rope", "window:10")][7] == "+0.0"     # 8.0 against seed 0's 8.0, not the mean 7.0
     window = rows[("rope", "window")]
     assert window[2] == "0, 1" and window[3].startswith("8.0 [7.0, 9.0]")  # seed mean of 8.5 and 7.5
     assert window[5].startswith("8.5 [7.5, 9.5]") and window[6] == "1.06×"  # 8.5 / 8.0
     assert window[7] == "+1.0"  # 8.0 against the plain rope's (8.0 + 6.0) / 2 = 7.0
-    assert rows[("rope", "posscale:1-32")][3].startswith("9.0") and rows[("rope", "(none)")][7] == "+0.0"
+    # the training remedy has seed 0 only: against the plain seed 0 (8.0), not the seed mean (7.0)
+    assert rows[("rope", "posscale:1-32")][3].startswith("9.0") and rows[("rope", "posscale:1-32")][7] == "+1.0"
+    assert rows[("rope", "(none)")][7] == "+0.0"
     assert rows[("rope", "chunked:20")][5].startswith("9.5")
