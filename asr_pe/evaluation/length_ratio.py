@@ -72,7 +72,7 @@ def _seed_rates(sets: Sequence[tuple[list[str], np.ndarray, np.ndarray]], n_boot
     paired = all(ids == sets[0][0] for ids, _, _ in sets)
     total = np.zeros(n_boot)
     draws = None
-    for k, (ids, err, ref) in enumerate(sets):
+    for ids, err, ref in sets:
         n = len(ids)
         if draws is None or not paired:
             draws = [rng.integers(0, n, size=(stop - start, n))              # (draws, n) indices
