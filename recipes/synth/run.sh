@@ -5,7 +5,7 @@
 #   stage 2: the length study, one run per PE x seed                  train.py -m experiment=synth_study
 #   stage 3: attention statistics (seed 0), inference remedies          attention_vs_length.py, evaluate.py
 #   stage 4: archive the runs' result files, WER/CER-vs-length report   scripts/plot_wer_vs_length.py
-# Usage: recipes/synth/run.sh [--stage N] [--stop_stage M] [--pes "none,rope"] [--seeds "0,1"] [--jobs J]
+# Usage: recipes/synth/run.sh [--stage N] [--stop_stage M] [--pes "none,rope"] [--seeds "0,1"] [--jobs J] [--threads T]
 #                             [--experiment synth_study|synth_remedy_posscale|synth_arm_conformer|...]
 #                             [--loss ctc|seq2seq|hybrid] [--extra "k=v ..."]
 #                             [--remedy_pes "rope,sinusoidal"] [--remedies "window logit_scale ..."]
@@ -21,7 +21,8 @@
 # the first): one 2-thread run 26-28 s per epoch, two 1-thread runs side by side 46 s each, i.e.
 # 3.1 against 2.6 steps/s in all, so the default is two runs at a time (the study sets
 # data.num_workers=0: with a feature worker per run, two runs made ~0.55 steps/s each, 2026-11-23).
-# One 2-thread run of the study takes 7.5-9.5 min.
+# One 2-thread run of the study takes 7.5-9.5 min. --threads T overrides nproc/J, e.g. two calls
+# side by side (one study and one arm) with --jobs 1 --threads 1 each.
 # --experiment (stage 2): the study or one of its arms (conf/experiment/synth_remedy_*.yaml: training
 # remedies; synth_arm_*.yaml: Conformer, CAPE with covered positions, the 70 ms front end); its PE and
 # seed lists are the defaults of --pes / --seeds. Give each arm its own --study_dir.
@@ -46,6 +47,7 @@ stop_stage=3
 pes=""          # empty: the study's default list (conf/experiment/synth_study.yaml)
 seeds=""        # empty: 0,1
 jobs=2          # stage 2: runs trained at once (nproc/jobs threads each)
+threads=""      # stage 2: threads per run (empty: nproc/jobs)
 loss=ctc        # stage 2: the head (conf/loss/<loss>.yaml)
 experiment=synth_study  # stage 2: conf/experiment/<experiment>.yaml
 remedy_pes="rope,sinusoidal,t5,shaw,relative"  # stage 3
@@ -65,6 +67,7 @@ while [ $# -gt 0 ]; do
     --pes) pes=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
     --loss) loss=$2; shift 2 ;;
     --experiment) experiment=$2; shift 2 ;;
     --remedy_pes) remedy_pes=$2; shift 2 ;;
@@ -117,7 +120,7 @@ print(p.pe, p.seed)")
   fi
   # Each run is its own process (a multirun of one job), so one failed run does not stop the
   # sweep; the cores are shared out evenly between the runs trained at once.
-  threads=$(( $(nproc) / jobs )); [ "$threads" -ge 1 ] || threads=1
+  [ -n "$threads" ] || threads=$(( $(nproc) / jobs )); [ "$threads" -ge 1 ] || threads=1
   mkdir -p "$study_dir/logs"
   one_run() {  # pe seed
     local run_log="$study_dir/logs/$1_${loss}_s$2.log"
