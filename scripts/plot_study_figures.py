@@ -4,7 +4,7 @@ panel, and one figure per PE of its remedies.
 
     python scripts/plot_study_figures.py --runs recipes/synth/study/runs/*_ctc_s* --out figures/ \\
         [--metric cer|wer] [--facet family|encoder] [--short test] [--long longform] [--ref 2-4] \\
-        [--remedies-for rope sinusoidal] [--remedy-runs recipes/synth/study/rerun/rope_ctc_s0 ...]
+        [--remedies-for rope sinusoidal] [--remedy-runs recipes/synth/study/runs/rope_ctc_s0 ...]
 
 Writes <out>/<metric>_by_<facet>.png and, per PE of --remedies-for, <out>/remedies_<pe>_<metric>.png
 (from --remedy-runs, default --runs). See asr_pe/plots/length_figures.py.

@@ -441,11 +441,13 @@ def plot_remedies(run_dirs: Iterable[str | os.PathLike], pe: str, path: str | os
     order = [handles[k][1] for k in range(len(lines))]          # plain first, then by long-form value
     n = min(n_seeds)
     seeds = f" ({n} seed{'s' if n > 1 else ''} each)" if len(n_seeds) == 1 else ""
-    first = ax.legend([by_text[t] for t in order], order, fontsize=8, loc="upper left",
-                      bbox_to_anchor=(1.01, 1.0), title=f"remedy{seeds}", title_fontsize=8.5)
-    ax.add_artist(first)
-    ax.legend(handles=_key_handles(tmaxes, long_name, max(n_seeds) > 1), fontsize=7.5, loc="lower left",
-              bbox_to_anchor=(1.01, 0.0), frameon=False)
+    # the key first (a plain artist), the remedy legend last: the constrained layout makes room for
+    # the axes' own legend only, and the remedy legend is the wider of the two
+    key = ax.legend(handles=_key_handles(tmaxes, long_name, max(n_seeds) > 1), fontsize=7.5, loc="lower left",
+                    bbox_to_anchor=(1.01, 0.0), frameon=False)
+    ax.add_artist(key)
+    ax.legend([by_text[t] for t in order], order, fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), title=f"remedy{seeds}", title_fontsize=8.5)
     ax.set_title(title or f"{pe}: {metric.upper()} vs input length per remedy — buckets of '{short_set}', "
                  f"long-form '{long_set}'", fontsize=10.5)
     save_figure(fig, path)
