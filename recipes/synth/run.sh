@@ -120,7 +120,11 @@ print(p.pe, p.seed)")
   fi
   # Each run is its own process (a multirun of one job), so one failed run does not stop the
   # sweep; the cores are shared out evenly between the runs trained at once.
-  [ -n "$threads" ] || threads=$(( $(nproc) / jobs )); [ "$threads" -ge 1 ] || threads=1
+  if [ -z "$threads" ]; then
+    threads=$(( $(nproc) / jobs )); [ "$threads" -ge 1 ] || threads=1
+  elif ! [[ "$threads" =~ ^[1-9][0-9]*$ ]]; then
+    echo "run.sh: --threads must be a positive integer (got '$threads')" >&2; exit 2
+  fi
   mkdir -p "$study_dir/logs"
   one_run() {  # pe seed
     local run_log="$study_dir/logs/$1_${loss}_s$2.log"

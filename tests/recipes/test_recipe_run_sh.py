@@ -362,6 +362,10 @@ def test_synth_stage_2_runs_one_process_per_run_seed_major_sharing_the_cores(tmp
     run(SYNTH, "--stage", "2", "--stop_stage", "2", "--pes", "none", "--seeds", "0", "--jobs", "1",
         "--threads", "1", "--study_dir", str(study), python=str(exe), env={"FAKE_LOG": str(log), "OMP_NUM_THREADS": ""})
     assert calls(log) == [f"1 train.py -m experiment=synth_study hydra.sweep.dir={study} pe=none seed=0 loss=ctc"]
+    bad = subprocess.run(["bash", str(SYNTH), "--stage", "2", "--stop_stage", "2", "--threads", "two",
+                          "--study_dir", str(study)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(log)})
+    assert bad.returncode == 2 and "--threads must be a positive integer (got 'two')" in bad.stderr
 
 
 def test_synth_stage_2_trains_an_arm_with_its_own_pe_and_seed_lists(tmp_path):
