@@ -1,9 +1,9 @@
 #!/usr/bin/env python
-"""Study figures: CER versus length faceted by PE family (or encoder) with the long/short ratio
-panel, and one figure per PE of its remedies.
+"""Study figures: CER versus length faceted by PE family (or encoder, or study arm) with the
+long/short ratio panel, and one figure per PE of its remedies.
 
     python scripts/plot_study_figures.py --runs recipes/synth/study/runs/*_ctc_s* --out figures/ \\
-        [--metric cer|wer] [--facet family|encoder] [--short test] [--long longform] [--ref 2-4] \\
+        [--metric cer|wer] [--facet family|encoder|arm] [--short test] [--long longform] [--ref 2-4] \\
         [--remedies-for rope sinusoidal] [--remedy-runs recipes/synth/study/runs/rope_ctc_s0 ...]
 
 Writes <out>/<metric>_by_<facet>.png and, per PE of --remedies-for, <out>/remedies_<pe>_<metric>.png
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", nargs="+", required=True, help="run directories or folders holding them")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--metric", choices=METRICS, default="cer")
-    parser.add_argument("--facet", choices=("family", "encoder"), default="family")
+    parser.add_argument("--facet", choices=("family", "encoder", "arm"), default="family")
     parser.add_argument("--short", default="test", help="the short test set (eval/<name>)")
     parser.add_argument("--long", default="longform", help="the long-form test set (eval/<name>)")
     parser.add_argument("--ref", default="2-4", help="bucket of the short set the ratio panel divides by")

@@ -4,8 +4,8 @@ Two figures, both read from the run directories `wer_vs_length.load_runs` reads 
 its helpers (`draw_series`, `format_length_axis`, `save_figure`):
 
 ``plot_faceted`` (issue 26): one panel per PE family (`PE_FAMILY`: where the PE acts: input
-stage, q/k rotation, attention-logit bias, after softmax; unknown names go to ``other``) or
-per encoder. Each panel shows its labels' short-set buckets (line: seed mean; band: mean of the
+stage, q/k rotation, attention-logit bias, after softmax; unknown names go to ``other``), per
+encoder or per study arm (run_info.json ``arm``; the main study's runs have none). Each panel shows its labels' short-set buckets (line: seed mean; band: mean of the
 seeds' bootstrap CI bounds; x: per-seed values) and, on the same log-x axis, the long-form
 set's point (diamond with its mean CI as whisker, joined by a dotted segment: another test set,
 no data in between). The ``none`` PE is the reference: dashed grey in every family panel. A last
@@ -43,7 +43,7 @@ from .wer_vs_length import (
     format_length_axis, load_runs, read_run_info, save_figure,
 )
 
-__all__ = ["PE_FAMILY", "FAMILY_ORDER", "REFERENCE", "OTHER", "pe_family", "facet_members", "LengthRatio",
+__all__ = ["PE_FAMILY", "FAMILY_ORDER", "REFERENCE", "OTHER", "MAIN_ARM", "FACETS", "pe_family", "facet_members", "LengthRatio",
            "long_short_ratios", "plot_faceted", "plot_remedies", "make_study_figures"]
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,14 @@ def _family_of(s: LabelSeries) -> str:
 
 def _encoder_of(s: LabelSeries) -> str:
     return str(s.runs[0].info.get("encoder") or "transformer")
+
+
+MAIN_ARM = "study"           # the facet of runs without an ``arm`` (the main study's)
+FACETS = ("family", "encoder", "arm")
+
+
+def _arm_of(s: LabelSeries) -> str:
+    return str(s.runs[0].info.get("arm") or MAIN_ARM)
 
 
 def _short_name(label: str) -> str:
@@ -249,35 +257,38 @@ def _finish_length_axis(ax, metric: str, *, xlabel: bool = True, ylabel: bool = 
 def facet_members(series: Sequence[LabelSeries], facet: str = "family") -> dict[str, list[LabelSeries]]:
     """Panel name -> the series drawn in it, panels in drawing order. ``family``: the families
     present in `FAMILY_ORDER`, each with the ``none`` series first (the reference; a panel of
-    its own when nothing else is there); ``encoder``: the encoders in first-seen order."""
+    its own when nothing else is there); ``encoder`` / ``arm``: the encoders / study arms in
+    first-seen order."""
     if facet == "family":
         refs = [s for s in series if _family_of(s) == REFERENCE]
         present = {_family_of(s) for s in series} - {REFERENCE}
         if not present:
             return {REFERENCE: refs} if refs else {}
         return {f: refs + [s for s in series if _family_of(s) == f] for f in FAMILY_ORDER if f in present}
-    if facet == "encoder":
-        return {e: [s for s in series if _encoder_of(s) == e] for e in dict.fromkeys(_encoder_of(s) for s in series)}
-    raise ValueError(f"facet must be 'family' or 'encoder', got {facet!r}")
+    if facet in ("encoder", "arm"):
+        key = _encoder_of if facet == "encoder" else _arm_of
+        return {k: [s for s in series if key(s) == k] for k in dict.fromkeys(key(s) for s in series)}
+    raise ValueError(f"facet must be one of {FACETS}, got {facet!r}")
 
 
 def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[LabelSeries],
                  path: str | os.PathLike, metric: str = "cer", facet: str = "family", *,
                  ref_bucket: str = "2-4", long_bucket: str = ALL_LABEL, short_set: str = "test",
                  long_set: str = "longform", title: str | None = None):
-    """PNG of the study faceted by PE family (or encoder), plus the long/short ratio panel.
+    """PNG of the study faceted by PE family (or encoder, or study arm), plus the long/short ratio panel.
 
     ``series_short``/``series_long``: `aggregate` of the short and long-form sets of the same
     runs (labels matched). ``facet``: ``family`` (`PE_FAMILY`; the ``none`` PE is drawn dashed
     grey in every panel as the reference) or ``encoder`` (run_info.json ``encoder``; ``none`` is
-    grey within its encoder's panel). Ratio panel: `long_short_ratios` of ``long_bucket`` over
+    grey within its encoder's panel) or ``arm`` (run_info.json ``arm``, `MAIN_ARM` without one; as
+    ``encoder``). Ratio panel: `long_short_ratios` of ``long_bucket`` over
     ``ref_bucket``: ratio of the seed means, whiskers min..max of the per-seed ratios (a spread,
     not a CI; the ratio of CI bounds is no CI and is not drawn). Returns the Figure; its axes are
     the facets in order, then the ratio panel (titles name them)."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    if facet not in ("family", "encoder"):
-        raise ValueError(f"facet must be 'family' or 'encoder', got {facet!r}")
+    if facet not in FACETS:
+        raise ValueError(f"facet must be one of {FACETS}, got {facet!r}")
     if not series_short:
         raise ValueError("no series to plot")
     from matplotlib.gridspec import GridSpec
@@ -286,15 +297,19 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
     refs = [s for s in series_short if _family_of(s) == REFERENCE]
     members = facet_members(series_short, facet)
     facets = list(members)
-    titles = {f: FAMILY_TITLES[f] if facet == "family" else f"encoder: {f}" for f in facets}
+    titles = {f: FAMILY_TITLES[f] if facet == "family" else f"{facet}: {f}" for f in facets}
 
     # one style per label across the figure: the ratio panel's marker matches its line
     style: dict[str, tuple] = {}
     for s in refs:
         style[s.label] = ("0.45", REFERENCE_STYLES[len(style) % len(REFERENCE_STYLES)])
     others = [s for f in facets for s in members[f] if s.label not in style]
-    for i, s in enumerate(dict.fromkeys(s.label for s in others)):
-        style[s] = (PALETTE[i % len(PALETTE)], "-" if i < len(PALETTE) else "--")
+    # per encoder / arm: one colour per PE, so a PE reads the same in every panel
+    color_key = (lambda s: s.label) if facet == "family" else (lambda s: s.runs[0].info.get("pe") or s.label)
+    keys = list(dict.fromkeys(color_key(s) for s in others))
+    for s in others:
+        i = keys.index(color_key(s))
+        style[s.label] = (PALETTE[i % len(PALETTE)], "-" if i < len(PALETTE) else "--")
 
     n = len(facets)
     cols = 1 if n == 1 else 2 if n <= 4 else 3
@@ -331,7 +346,7 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
     seeds = any(len(s.runs) > 1 for s in series_short)
     fig.legend(handles=_key_handles(tmaxes, long_name, seeds), loc="outside lower center", ncol=5, fontsize=7.5,
                frameon=False)
-    fig.suptitle(title or f"{metric.upper()} vs input length by {'PE family' if facet == 'family' else 'encoder'}"
+    fig.suptitle(title or f"{metric.upper()} vs input length by {'PE family' if facet == 'family' else facet}"
                  f" — buckets of '{short_set}', long-form '{long_set}' ({long_name})", fontsize=11)
     save_figure(fig, path)
     return fig

@@ -152,8 +152,30 @@ def test_facets_by_family_put_none_in_each_and_by_encoder_split_the_encoders(stu
                           "conformer": ["rope/ctc conformer"]}
     only_none = [s for s in short if s.label == "none/ctc"]
     assert list(lf.facet_members(only_none)) == [lf.REFERENCE]
-    with pytest.raises(ValueError, match="facet must be"):
+    with pytest.raises(ValueError, match="facet must be one of"):
         lf.facet_members(short, "loss")
+
+
+def test_facet_by_arm_gives_a_panel_per_arm_and_a_pe_one_colour_in_every_panel(study, tmp_path):
+    for pe, seed in (("none", 0), ("sinusoidal", 0), ("sinusoidal", 1)):
+        run = fake_run(study / "frontend70", pe, seed, [20.0, 15.0, 30.0], 40.0)
+        info = json.loads((run / "run_info.json").read_text())
+        info.update(arm="frontend70", label=f"{pe}/ctc [frontend70]")
+        (run / "run_info.json").write_text(json.dumps(info))
+    short, long = series(study)
+    by_arm = {f: [s.label for s in m] for f, m in lf.facet_members(short, "arm").items()}
+    assert by_arm == {lf.MAIN_ARM: ["alibi/ctc", "none/ctc", "rope/ctc", "sinusoidal/ctc"],
+                      "frontend70": ["none/ctc [frontend70]", "sinusoidal/ctc [frontend70]"]}
+    fig = lf.plot_faceted(short, long, tmp_path / "cer_by_arm.png", "cer", "arm")
+    assert [ax.get_title() for ax in fig.axes[:2]] == [f"arm: {lf.MAIN_ARM}", "arm: frontend70"]
+
+    def colours(ax):
+        return {t.get_text(): h.get_color() for t, h in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+    study_panel, arm_panel = colours(fig.axes[0]), colours(fig.axes[1])
+    assert study_panel["sinusoidal"] == arm_panel["sinusoidal [frontend70]"]
+    assert study_panel["rope"] != study_panel["sinusoidal"] != study_panel["alibi"]
+    with pytest.raises(ValueError, match="facet must be one of"):
+        lf.plot_faceted(short, long, tmp_path / "x.png", "cer", "loss")
 
 
 def add_remedy(run: Path, folder: str, remedy: str, short_cers, long_cer, *, chunked=False):
