@@ -5,9 +5,9 @@ its helpers (`draw_series`, `format_length_axis`, `save_figure`):
 
 ``plot_faceted`` (issue 26): one panel per PE family (`PE_FAMILY`: where the PE acts: input
 stage, q/k rotation, attention-logit bias, after softmax; unknown names go to ``other``), per
-encoder or per study arm (run_info.json ``arm``; the main study's runs have none). Each panel shows its labels' short-set buckets (line: seed mean; band: mean of the
-seeds' bootstrap CI bounds; x: per-seed values) and, on the same log-x axis, the long-form
-set's point (diamond with its mean CI as whisker, joined by a dotted segment: another test set,
+encoder or per study arm (run_info.json ``arm``; the main study's runs have none). Each panel
+shows its labels' short-set buckets (line: seed mean; band: mean of the seeds' bootstrap CI
+bounds; x: per-seed values) and, on the same log-x axis, the long-form set's point (diamond with its mean CI as whisker, joined by a dotted segment: another test set,
 no data in between). The ``none`` PE is the reference: dashed grey in every family panel. A last
 panel gives, per label, the long-form / reference-bucket ratio (default ``2-4`` s of the short
 set): the point is the **ratio of the seed means**; the whisker its **95 % bootstrap CI**
@@ -266,7 +266,7 @@ def facet_members(series: Sequence[LabelSeries], facet: str = "family") -> dict[
             return {REFERENCE: refs} if refs else {}
         return {f: refs + [s for s in series if _family_of(s) == f] for f in FAMILY_ORDER if f in present}
     if facet in ("encoder", "arm"):
-        key = _encoder_of if facet == "encoder" else _arm_of
+        key = {"encoder": _encoder_of, "arm": _arm_of}[facet]
         return {k: [s for s in series if key(s) == k] for k in dict.fromkeys(key(s) for s in series)}
     raise ValueError(f"facet must be one of {FACETS}, got {facet!r}")
 
@@ -275,14 +275,13 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
                  path: str | os.PathLike, metric: str = "cer", facet: str = "family", *,
                  ref_bucket: str = "2-4", long_bucket: str = ALL_LABEL, short_set: str = "test",
                  long_set: str = "longform", title: str | None = None):
-    """PNG of the study faceted by PE family (or encoder, or study arm), plus the long/short ratio panel.
+    """PNG of the study faceted by PE family (or encoder, or study arm), plus the ratio panel.
 
     ``series_short``/``series_long``: `aggregate` of the short and long-form sets of the same
     runs (labels matched). ``facet``: ``family`` (`PE_FAMILY`; the ``none`` PE is drawn dashed
     grey in every panel as the reference) or ``encoder`` (run_info.json ``encoder``; ``none`` is
     grey within its encoder's panel) or ``arm`` (run_info.json ``arm``, `MAIN_ARM` without one; as
-    ``encoder``). Ratio panel: `long_short_ratios` of ``long_bucket`` over
-    ``ref_bucket``: ratio of the seed means, whiskers min..max of the per-seed ratios (a spread,
+    ``encoder``). Ratio panel: `long_short_ratios` of ``long_bucket`` over ``ref_bucket``: ratio of the seed means, whiskers min..max of the per-seed ratios (a spread,
     not a CI; the ratio of CI bounds is no CI and is not drawn). Returns the Figure; its axes are
     the facets in order, then the ratio panel (titles name them)."""
     if metric not in METRICS:
