@@ -7,8 +7,8 @@ its helpers (`draw_series`, `format_length_axis`, `save_figure`):
 stage, q/k rotation, attention-logit bias, after softmax; unknown names go to ``other``), per
 encoder or per study arm (run_info.json ``arm``; the main study's runs have none). Each panel
 shows its labels' short-set buckets (line: seed mean; band: mean of the seeds' bootstrap CI
-bounds; x: per-seed values) and, on the same log-x axis, the long-form set's point (diamond with its mean CI as whisker, joined by a dotted segment: another test set,
-no data in between). The ``none`` PE is the reference: dashed grey in every family panel. A last
+bounds; x: per-seed values) and, on the same log-x axis, the long-form set's point (diamond
+with its mean CI as whisker, joined by a dotted segment: another test set, no data in between). The ``none`` PE is the reference: dashed grey in every family panel. A last
 panel gives, per label, the long-form / reference-bucket ratio (default ``2-4`` s of the short
 set): the point is the **ratio of the seed means**; the whisker its **95 % bootstrap CI**
 (`asr_pe.evaluation.length_ratio`: utterances of both sets resampled, paired across seeds; a
