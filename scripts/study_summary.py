@@ -4,7 +4,7 @@ per-bucket CER with CIs of each decoding).
 
     python scripts/study_summary.py recipes/synth/study/runs/*_ctc_s* [--short test] [--long longform] \\
         [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--attention-names ...] \\
-        [--decodings test [test_joint ...]] [--decodings-long longform] [--remedies] [--out FILE.md]
+        [--decodings test [test_joint ...]] [--decodings-long longform] [--remedies] [--compare-to none] [--out FILE.md]
     python scripts/study_summary.py recipes/synth/study/runs/*_hybrid_s* --short test_ctc --long longform_ctc \\
         --decodings test test_joint test_ctc --decodings-long longform_ctc      # the seq2seq study's tables
 
@@ -22,7 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from asr_pe.io import atomic_write_text  # noqa: E402
-from asr_pe.plots.study_summary import accuracy_table, attention_table, decodings_table, remedy_table  # noqa: E402
+from asr_pe.plots.study_summary import (  # noqa: E402
+    accuracy_table, attention_table, decodings_table, difference_table, remedy_table,
+)
 from asr_pe.plots.wer_vs_length import RunDirError  # noqa: E402
 
 
@@ -44,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remedies", action="store_true",
                         help="add the remedy table: per PE and remedy (eval/<short>_<remedy>, chunked, training "
                              "remedies), CER [CI] at --ref, the last of --buckets and long-form, ratio and cost")
+    parser.add_argument("--compare-to", default=None, metavar="PE",
+                        help="add the table of CER differences to this PE's runs of the same head, encoder "
+                             "and arm, at --ref and on --long, with paired bootstrap CIs")
     parser.add_argument("--out", default=None, help="also write the tables to this markdown file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -58,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.remedies:
             text += "\n" + remedy_table(args.paths, short_set=args.short, long_set=args.long,
                                          buckets=[args.ref, args.buckets[-1]], ref_bucket=args.ref)
+        if args.compare_to:
+            text += "\n" + difference_table(args.paths, reference_pe=args.compare_to, short_set=args.short,
+                                             long_set=args.long, ref_bucket=args.ref)
         if args.decodings:
             text += "\n" + decodings_table(args.paths, sets=args.decodings, long_set=args.decodings_long)
     except (RunDirError, FileNotFoundError, ValueError) as e:

@@ -16,6 +16,10 @@ Seeds of one model are scored on the same utterances, so one draw of utterance i
 applied to every seed (paired across seeds); where the seeds' utterance ids differ, each seed is
 drawn on its own. The two sets are drawn independently of each other.
 
+`difference_ci` is the paired companion for two models scored on the same utterances: the CI
+of (seed mean of A's rate) − (seed mean of B's rate) with one draw of utterance indices applied
+to every seed of both, so that what the two models share (which utterances are hard) cancels.
+
 Reads each eval set's ``per_utt.jsonl`` (written by `evaluate.py`: ``duration``, ``errors``,
 ``ref_words``, ``char_errors``, ``ref_chars`` per utterance). Knows nothing of plotting.
 """
@@ -30,7 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["PER_UTT", "METRIC_KEYS", "read_errors", "length_ratio_ci"]
+__all__ = ["PER_UTT", "METRIC_KEYS", "read_errors", "length_ratio_ci", "difference_ci"]
 
 PER_UTT = "per_utt.jsonl"
 METRIC_KEYS = {"wer": ("errors", "ref_words"), "cer": ("char_errors", "ref_chars")}
@@ -115,3 +119,42 @@ def length_ratio_ci(short_sets: Sequence[str | os.PathLike], long_sets: Sequence
         return None
     lo, hi = np.percentile(long_rate[ok] / short_rate[ok], [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
     return float(lo), float(hi)
+
+
+def difference_ci(a_sets: Sequence[str | os.PathLike], b_sets: Sequence[str | os.PathLike], *,
+                  lo: float = 0.0, hi: float = math.inf, metric: str = "cer", n_boot: int = 1000,
+                  seed: int = 0, ci: float = 0.95) -> tuple[float, float, float] | None:
+    """(difference, CI low, CI high), in points (× 100), of model A's seed-mean rate minus model
+    B's on the utterances with ``lo <= duration < hi``; ``a_sets`` / ``b_sets`` are each seed's
+    eval set folder of A / B (any number of seeds each). Every draw resamples utterance indices
+    once and applies them to every seed of both models (a paired bootstrap). None when a folder
+    has no ``per_utt.jsonl``, the selection is empty, or the folders hold different utterances
+    (no pairing is possible)."""
+    if not a_sets or not b_sets:
+        raise ValueError(f"need at least one eval set per model, got {len(a_sets)} and {len(b_sets)}")
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci}")
+    a = [read_errors(d, metric=metric, lo=lo, hi=hi) for d in a_sets]
+    b = [read_errors(d, metric=metric, lo=lo, hi=hi) for d in b_sets]
+    if any(s is None or not s[0] for s in a + b) or any(s[0] != a[0][0] for s in a + b):
+        return None
+    n = len(a[0][0])
+    rng = np.random.default_rng(seed)
+    draws = [np.arange(n)[None]] + [rng.integers(0, n, size=(stop - start, n))  # (draws, n) indices
+                                    for start, stop in _chunks(n_boot, n)]
+
+    def rate(sets):                                                            # (1 + n_boot,)
+        out = 0.0
+        for _, err, ref in sets:
+            e = np.concatenate([err[idx].sum(axis=1) for idx in draws])
+            r = np.concatenate([ref[idx].sum(axis=1) for idx in draws])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out = out + np.where(r > 0, e / r, np.nan)
+        return 100 * out / len(sets)
+
+    d = rate(a) - rate(b)
+    boot = d[1:][np.isfinite(d[1:])]
+    if not np.isfinite(d[0]) or not boot.size:
+        return None
+    low, high = np.percentile(boot, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(d[0]), float(low), float(high)

@@ -14,6 +14,11 @@
    remedy ``eval/<set>_<remedy>``, chunked inference, each training remedy), CER [CI] at the
    reference bucket, a long bucket and on the long-form set, the long-form / reference ratio
    and the reference-bucket cost against the same PE's plain model.
+5. Differences (``difference_table``): each label's CER minus a reference PE's of the same
+   head, encoder and arm (``rope/ctc [conformer]`` against ``none/ctc [conformer]``), at the
+   reference bucket and on the long-form set, with paired bootstrap CIs (`difference_ci`: one
+   draw of utterances for every seed of both models). The seed spread cannot say whether two
+   close models differ; the paired CI can, where they were scored on the same utterances.
 3. Decodings: one row per label and decoding (a hybrid model decoded by attention, joint
    CTC/attention and CTC greedy gives three labels: ``rope/hybrid+attention`` …), every bucket
    of the sets that hold it with its bootstrap CI, and the long-form set's CER beside the
@@ -34,7 +39,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from asr_pe.evaluation.buckets import read_bucket_csv
-from asr_pe.evaluation.length_ratio import length_ratio_ci
+from asr_pe.evaluation.length_ratio import difference_ci, length_ratio_ci
 
 from .wer_vs_length import (
     ALL_LABEL, LabelSeries, RunResult, _eval_meta, aggregate, all_buckets, ci_cell, find_run_dirs, format_value,
@@ -205,6 +210,56 @@ def decodings_table(paths: Iterable[str | os.PathLike], *, sets: Sequence[str], 
         row = [s.label, name, ", ".join(str(x) for x in s.seeds)] + [ci_cell(s, b) for b in cols]
         if long_set:
             row.append(ci_cell(long[s.label], long_bucket) if s.label in long else "–")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _same_group(label: str) -> str:
+    """The label without its PE: ``rope/ctc [conformer]`` -> ``ctc [conformer]``."""
+    return label.partition("/")[2]
+
+
+def _difference_cell(a: LabelSeries, b: LabelSeries, bucket: str, metric: str, n_boot: int) -> str:
+    """``+0.92 [+0.76, +1.08]``: A's seed-mean rate minus B's in ``bucket`` (points), paired CI."""
+    if bucket not in a.value or bucket not in b.value:
+        return "–"
+    lo, hi = (0.0, math.inf) if bucket == ALL_LABEL else (a.lo[bucket], a.hi[bucket])
+    d = difference_ci([r.run_dir / "eval" / r.test_set for r in a.runs],
+                      [r.run_dir / "eval" / r.test_set for r in b.runs],
+                      lo=lo, hi=hi, metric=metric, n_boot=n_boot)
+    if d is None:        # no per-utterance scores, or different utterances: the plain difference
+        return f"{a.value[bucket] - b.value[bucket]:+.2f}"
+    return f"{d[0]:+.2f} [{d[1]:+.2f}, {d[2]:+.2f}]"
+
+
+def difference_table(paths: Iterable[str | os.PathLike], *, reference_pe: str, short_set: str,
+                     long_set: str, ref_bucket: str, long_bucket: str = ALL_LABEL,
+                     metric: str = "cer", n_boot: int = 1000) -> str:
+    """Markdown table: per label with a ``reference_pe`` label of the same head, encoder and arm,
+    the CER difference (points) to it at ``ref_bucket`` of ``short_set`` and on ``long_set``,
+    each with its paired 95 % bootstrap CI (see the module docstring)."""
+    paths = list(paths)
+    short = {s.label: s for s in aggregate(load_runs(paths, short_set)[0], metric)}
+    long = {s.label: s for s in aggregate(load_runs(paths, long_set)[0], metric)}
+
+    def pe(s: LabelSeries) -> str:
+        return str(s.runs[0].info.get("pe", "?"))
+
+    refs = {_same_group(label): s for label, s in short.items() if pe(s) == reference_pe}
+    if not refs:
+        raise ValueError(f"no runs of the reference PE {reference_pe!r} under the given paths")
+    long_name = _long_set_name(long.values(), long_bucket, long_set)
+    head = ["PE", "reference", f"{metric.upper()} {ref_bucket} s: difference [95 % CI]",
+            f"{metric.upper()} {long_name}: difference [95 % CI]"]
+    lines = ["| " + " | ".join(head) + " |", "| --- | --- | ---: | ---: |"]
+    for label in sorted(short, key=lambda lb: (_same_group(lb), short[lb].value.get(ref_bucket, math.inf))):
+        ref = refs.get(_same_group(label))
+        if ref is None or ref.label == label:
+            continue
+        row = [label.removesuffix("/ctc"), ref.label.removesuffix("/ctc"),
+               _difference_cell(short[label], ref, ref_bucket, metric, n_boot)]
+        lr, lref = long.get(label), long.get(ref.label)
+        row.append(_difference_cell(lr, lref, long_bucket, metric, n_boot) if lr and lref else "–")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from asr_pe.evaluation.length_ratio import length_ratio_ci, read_errors
+from asr_pe.evaluation.length_ratio import difference_ci, length_ratio_ci, read_errors
 
 
 def write_set(folder, utts):
@@ -95,3 +95,43 @@ def test_missing_or_empty_scores_give_none_and_bad_lines_name_the_file(tmp_path)
         length_ratio_ci([short, short], [long], ref_lo=2, ref_hi=4)
     with pytest.raises(ValueError, match="metric"):
         read_errors(short, metric="per")
+
+
+# ----------------------------------------------------------------------------- difference_ci
+
+def test_a_shared_difficulty_cancels_in_the_paired_difference(tmp_path):
+    # utterances of very different difficulty; A makes exactly 3 more errors per 100 characters on
+    # each: a paired bootstrap sees the same +3 points in every draw, an unpaired one would not
+    rng = np.random.default_rng(4)
+    base = [(160.0, int(e), 1000) for e in rng.integers(20, 400, size=13)]
+    b = write_set(tmp_path / "b", base)
+    a = write_set(tmp_path / "a", [(d, e + 30, r) for d, e, r in base])
+    assert difference_ci([a], [b]) == pytest.approx((3.0, 3.0, 3.0))
+    assert difference_ci([b], [b]) == pytest.approx((0.0, 0.0, 0.0))
+
+
+def test_difference_is_of_the_seed_means_and_its_ci_holds_it(tmp_path):
+    rng = np.random.default_rng(5)
+    sets = {name: write_set(tmp_path / name, noisy(rng, 40, rate)) for name, rate in
+            (("a0", 0.12), ("a1", 0.10), ("b0", 0.08), ("b1", 0.07))}
+
+    def pooled(folder):
+        _, e, r = read_errors(folder)
+        return 100 * e.sum() / r.sum()
+
+    point = (pooled(sets["a0"]) + pooled(sets["a1"])) / 2 - (pooled(sets["b0"]) + pooled(sets["b1"])) / 2
+    d, low, high = difference_ci([sets["a0"], sets["a1"]], [sets["b0"], sets["b1"]], n_boot=2000)
+    assert d == pytest.approx(point)
+    assert low < d < high and high - low < 4
+
+
+def test_difference_only_counts_the_bucket_and_needs_the_same_utterances(tmp_path):
+    a = write_set(tmp_path / "a", [(3.0, 6, 60)] * 5 + [(40.0, 400, 800)] * 5)   # 10 % at 2-4 s
+    b = write_set(tmp_path / "b", [(3.0, 3, 60)] * 5 + [(40.0, 0, 800)] * 5)     # 5 %
+    assert difference_ci([a], [b], lo=2, hi=4) == pytest.approx((5.0, 5.0, 5.0))
+    other = write_set(tmp_path / "other", [(3.0, 3, 60)] * 4)                     # 4 utterances, not 5
+    assert difference_ci([a], [other], lo=2, hi=4) is None
+    (tmp_path / "remedy").mkdir()
+    assert difference_ci([a], [tmp_path / "remedy"]) is None
+    with pytest.raises(ValueError, match="at least one eval set"):
+        difference_ci([], [b])

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from asr_pe.evaluation.buckets import write_bucket_files
-from asr_pe.plots.study_summary import accuracy_table, attention_table, decodings_table, remedy_table
+from asr_pe.plots.study_summary import (
+    accuracy_table, attention_table, decodings_table, difference_table, remedy_table,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = [("0-2", 0, 2, 1.5), ("2-4", 2, 4, 3.0), ("32-64", 32, 64, 45.0)]
@@ -84,6 +86,41 @@ def test_the_long_form_ratio_carries_its_bootstrap_ci_where_runs_have_per_uttera
     assert rows["none"][7] == "1.20×"                         # no per-utterance scores: no CI
 
 
+def _write_per_utt(run: Path, test_set: str, utts):
+    """utts: (duration, CER %) per utterance, 100 characters each, ids u0, u1, ..."""
+    lines = [json.dumps({"id": f"u{i}", "duration": d, "errors": 0, "ref_words": 20, "char_errors": round(c),
+                         "ref_chars": 100}) for i, (d, c) in enumerate(utts)]
+    (run / "eval" / test_set / "per_utt.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _relabel(run: Path, label: str, **info) -> Path:
+    path = run / "run_info.json"
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), label=label, **info)))
+    return run
+
+
+def test_difference_table_compares_each_pe_with_the_reference_of_its_own_encoder(study, tmp_path):
+    arm = tmp_path / "arm"
+    _relabel(fake_run(arm, "rope", 0, [3.0, 3.0, 3.5], 5.0), "rope/ctc [conformer]", encoder="conformer")
+    _relabel(fake_run(arm, "none", 0, [3.0, 2.0, 3.0], 3.0), "none/ctc [conformer]", encoder="conformer")
+    _relabel(fake_run(arm, "cape", 0, [3.0, 2.5, 3.0], 3.0), "cape/ctc [frontend70]", arm="frontend70")
+    rows = _rows(difference_table([study, arm], reference_pe="none", short_set="test", long_set="longform",
+                                  ref_bucket="2-4"))
+    # no per-utterance scores: the plain difference of seed means, (8 + 6) / 2 - 10 and 26 - 12
+    assert rows["rope"][1:] == ["none", "-3.00", "+14.00"]
+    assert rows["rope/ctc [conformer]"][1:] == ["none/ctc [conformer]", "+1.00", "+2.00"]
+    assert "cape/ctc [frontend70]" not in rows and "none" not in rows   # no reference of its arm; itself
+    # per-utterance scores on the same utterances: a constant per-utterance gap gives an exact CI
+    for run, (c24, clong) in {"rope_ctc_s0": (8.0, 24.0), "rope_ctc_s1": (6.0, 28.0), "none_ctc_s0": (10.0, 12.0)}.items():
+        _write_per_utt(study / run, "test", [(3.0, c24)] * 5 + [(1.0, 70.0)] * 2)
+        _write_per_utt(study / run, "longform", [(158.0, clong)] * 3)
+    rows = _rows(difference_table([study], reference_pe="none", short_set="test", long_set="longform",
+                                  ref_bucket="2-4"))
+    assert rows["rope"][2:] == ["-3.00 [-3.00, -3.00]", "+14.00 [+14.00, +14.00]"]
+    with pytest.raises(ValueError, match="no runs of the reference PE 'relative'"):
+        difference_table([study], reference_pe="relative", short_set="test", long_set="longform", ref_bucket="2-4")
+
+
 def test_attention_table_averages_rows_per_bucket_and_skips_runs_without_stats(study):
     rows = _rows(attention_table([study], buckets=["2-4", "32-64"]))
     assert list(rows) == ["rope", "none"]                     # by distance at 2-4 s
@@ -95,11 +132,13 @@ def test_attention_table_averages_rows_per_bucket_and_skips_runs_without_stats(s
 def test_script_prints_both_tables_and_writes_the_file(study, tmp_path):
     out = tmp_path / "summary.md"
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "study_summary.py"), str(study),
-                           "--attention-buckets", "2-4", "32-64", "--attention-names", "short", "long", "--out", str(out)],
+                           "--attention-buckets", "2-4", "32-64", "--attention-names", "short", "long",
+                           "--compare-to", "none", "--out", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == proc.stdout
-    assert proc.stdout.count("| PE |") == 2 and "| distance short | distance long |" in proc.stdout
+    assert proc.stdout.count("| PE |") == 3 and "| distance short | distance long |" in proc.stdout
+    assert "| rope | none | -3.00 | +14.00 |" in proc.stdout                # --compare-to none
     bad = subprocess.run([sys.executable, str(REPO / "scripts" / "study_summary.py"), str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "no such run or sweep directory" in bad.stderr
