@@ -70,22 +70,29 @@ def read_errors(set_dir: str | os.PathLike, *, metric: str = "cer", lo: float = 
     return ([r[0] for r in rows], np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
 
 
-def _seed_rates(sets: Sequence[tuple[list[str], np.ndarray, np.ndarray]], n_boot: int,
-                rng: np.random.Generator) -> np.ndarray:
-    """(n_boot,) mean over seeds of Σerrors/Σref on resampled utterances (nan where Σref = 0)."""
-    paired = all(ids == sets[0][0] for ids, _, _ in sets)
-    total = np.zeros(n_boot)
-    draws = None
-    for ids, err, ref in sets:
-        n = len(ids)
-        if draws is None or not paired:
-            draws = [rng.integers(0, n, size=(stop - start, n))              # (draws, n) indices
-                     for start, stop in _chunks(n_boot, n)]
-        e = np.concatenate([err[idx].sum(axis=1) for idx in draws])         # (n_boot,)
+def _draws(n: int, n_boot: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """n_boot resamples of n utterance indices, in (draws, n) chunks of bounded size."""
+    return [rng.integers(0, n, size=(stop - start, n)) for start, stop in _chunks(n_boot, n)]
+
+
+def _rates_on(sets: Sequence[tuple[list[str], np.ndarray, np.ndarray]], draws: list[np.ndarray]) -> np.ndarray:
+    """(draws,) mean over seeds of Σerrors/Σref on the given index draws (nan where Σref = 0)."""
+    total = 0.0
+    for _, err, ref in sets:
+        e = np.concatenate([err[idx].sum(axis=1) for idx in draws])
         r = np.concatenate([ref[idx].sum(axis=1) for idx in draws])
         with np.errstate(divide="ignore", invalid="ignore"):
-            total += np.where(r > 0, e / r, np.nan)
+            total = total + np.where(r > 0, e / r, np.nan)
     return total / len(sets)
+
+
+def _seed_rates(sets: Sequence[tuple[list[str], np.ndarray, np.ndarray]], n_boot: int,
+                rng: np.random.Generator) -> np.ndarray:
+    """(n_boot,) mean over seeds of Σerrors/Σref on resampled utterances: one draw for every
+    seed where they score the same utterances, a draw per seed otherwise."""
+    if all(ids == sets[0][0] for ids, _, _ in sets):
+        return _rates_on(sets, _draws(len(sets[0][0]), n_boot, rng))
+    return sum(_rates_on([s], _draws(len(s[0]), n_boot, rng)) for s in sets) / len(sets)
 
 
 def _chunks(n_boot: int, n: int):
@@ -139,20 +146,8 @@ def difference_ci(a_sets: Sequence[str | os.PathLike], b_sets: Sequence[str | os
     if any(s is None or not s[0] for s in a + b) or any(s[0] != a[0][0] for s in a + b):
         return None
     n = len(a[0][0])
-    rng = np.random.default_rng(seed)
-    draws = [np.arange(n)[None]] + [rng.integers(0, n, size=(stop - start, n))  # (draws, n) indices
-                                    for start, stop in _chunks(n_boot, n)]
-
-    def rate(sets):                                                            # (1 + n_boot,)
-        out = 0.0
-        for _, err, ref in sets:
-            e = np.concatenate([err[idx].sum(axis=1) for idx in draws])
-            r = np.concatenate([ref[idx].sum(axis=1) for idx in draws])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out = out + np.where(r > 0, e / r, np.nan)
-        return 100 * out / len(sets)
-
-    d = rate(a) - rate(b)
+    draws = [np.arange(n)[None]] + _draws(n, n_boot, np.random.default_rng(seed))  # the point, then the resamples
+    d = 100 * (_rates_on(a, draws) - _rates_on(b, draws))              # (1 + n_boot,) points
     boot = d[1:][np.isfinite(d[1:])]
     if not np.isfinite(d[0]) or not boot.size:
         return None

@@ -3,18 +3,19 @@
 Two figures, both read from the run directories `wer_vs_length.load_runs` reads and drawn with
 its helpers (`draw_series`, `format_length_axis`, `save_figure`):
 
-``plot_faceted`` (issue 26): one panel per PE family (`PE_FAMILY`: where the PE acts: input
-stage, q/k rotation, attention-logit bias, after softmax; unknown names go to ``other``), per
-encoder or per study arm (run_info.json ``arm``; the main study's runs have none). Each panel
-shows its labels' short-set buckets (line: seed mean; band: mean of the seeds' bootstrap CI
-bounds; x: per-seed values) and, on the same log-x axis, the long-form set's point (diamond
-with its mean CI as whisker, joined by a dotted segment: another test set, no data in between). The ``none`` PE is the reference: dashed grey in every family panel. A last
-panel gives, per label, the long-form / reference-bucket ratio (default ``2-4`` s of the short
-set): the point is the **ratio of the seed means**; the whisker its **95 % bootstrap CI**
-(`asr_pe.evaluation.length_ratio`: utterances of both sets resampled, paired across seeds; a
-ratio of the two CERs' CI bounds would be no CI, the bounds are not attained together); ticks mark
-each seed's own ratio. Where a run has no per-utterance scores the whisker falls back to the
-min..max of the per-seed ratios, and the panel's caption says so.
+``plot_faceted`` (issue 26): one panel per PE family (`PE_FAMILY`: where the PE acts: input stage,
+q/k rotation, attention-logit bias, after softmax; unknown names go to ``other``), per encoder or
+per study arm (run_info.json ``arm``; the main study's runs have none). Each panel shows its
+labels' short-set buckets (line: seed mean; band: mean of the seeds' bootstrap CI bounds; x:
+per-seed values) and, on the same log-x axis, the long-form set's point (diamond with its mean CI
+as whisker, joined by a dotted segment: another test set, no data in between). The ``none`` PE is
+the reference: dashed grey in every family panel. A last panel gives, per label, the long-form /
+reference-bucket ratio (default ``2-4`` s of the short set): the point is the **ratio of the seed
+means**; the whisker its **95 % bootstrap CI** (`asr_pe.evaluation.length_ratio`: utterances of
+both sets resampled, paired across seeds; a ratio of the two CERs' CI bounds would be no CI, the
+bounds are not attained together); ticks mark each seed's own ratio. Where a run has no
+per-utterance scores the whisker falls back to the min..max of the per-seed ratios, and the panel's
+caption says so.
 
 ``plot_remedies`` (issue 25): for one PE, one line per remedy (the plain model, each inference
 remedy ``eval/<set>_<remedy>``, chunked inference, each training remedy of the runs given),
@@ -281,8 +282,8 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
     runs (labels matched). ``facet``: ``family`` (`PE_FAMILY`; the ``none`` PE is drawn dashed
     grey in every panel as the reference) or ``encoder`` (run_info.json ``encoder``; ``none`` is
     grey within its encoder's panel) or ``arm`` (run_info.json ``arm``, `MAIN_ARM` without one; as
-    ``encoder``). Ratio panel: `long_short_ratios` of ``long_bucket`` over ``ref_bucket``: ratio of the seed means, whiskers min..max of the per-seed ratios (a spread,
-    not a CI; the ratio of CI bounds is no CI and is not drawn). Returns the Figure; its axes are
+    ``encoder``). Ratio panel: `long_short_ratios` of ``long_bucket`` over ``ref_bucket``: ratio
+    of the seed means, whiskers min..max of the per-seed ratios (a spread, not a CI; the ratio of CI bounds is no CI and is not drawn). Returns the Figure; its axes are
     the facets in order, then the ratio panel (titles name them)."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")

@@ -1,4 +1,4 @@
-"""The length study's two summary tables, regenerated from archived run directories.
+"""The length study's summary tables, regenerated from archived run directories.
 
 1. Accuracy: per label, CER at a few buckets of the short test set and on the long-form set,
    each as the seed mean with the per-seed values in parentheses; the degradation ratios
@@ -10,6 +10,10 @@
    and the share of attention within ±local_s, per duration bucket, from each run's
    ``attention_stats/attention_stats.csv`` (scripts/attention_vs_length.py), averaged over
    the utterances, layers and heads of a bucket and then over the label's runs.
+3. Decodings: one row per label and decoding (a hybrid model decoded by attention, joint
+   CTC/attention and CTC greedy gives three labels: ``rope/hybrid+attention`` …), every bucket
+   of the sets that hold it with its bootstrap CI, and the long-form set's CER beside the
+   decoding that has one (``longform_ctc`` beside ``test_ctc``: the same label).
 4. Remedies (``remedy_table``): one row per PE and remedy (the plain model, each inference
    remedy ``eval/<set>_<remedy>``, chunked inference, each training remedy), CER [CI] at the
    reference bucket, a long bucket and on the long-form set, the long-form / reference ratio
@@ -19,12 +23,8 @@
    reference bucket and on the long-form set, with paired bootstrap CIs (`difference_ci`: one
    draw of utterances for every seed of both models). The seed spread cannot say whether two
    close models differ; the paired CI can, where they were scored on the same utterances.
-3. Decodings: one row per label and decoding (a hybrid model decoded by attention, joint
-   CTC/attention and CTC greedy gives three labels: ``rope/hybrid+attention`` …), every bucket
-   of the sets that hold it with its bootstrap CI, and the long-form set's CER beside the
-   decoding that has one (``longform_ctc`` beside ``test_ctc``: the same label).
 
-Both read what `plot_wer_vs_length` reads (run_info.json, eval/<set>/buckets.csv), through
+All read what `plot_wer_vs_length` reads (run_info.json, eval/<set>/buckets.csv), through
 the same loader, so the seed means here are the ones in its tables.
 """
 
