@@ -19,7 +19,6 @@ and ``.md`` (`asr_pe.bench.report`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import math
@@ -28,13 +27,13 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from .cases import ALL_PES, FRAME_SHIFT_S, REFERENCE, TARGET_LENGTHS, TARGETS, build_model, pe_options
 from .measure import PeakMemory, fix_malloc_for_rss, sync, timed
+from .config import BenchConfig
 from .report import machine_info, write_outputs
 
 __all__ = [
@@ -52,47 +51,6 @@ LONG_COLUMNS = ("mode", "pe", "minutes", "infer", "block_size", "chunk_s", "over
 
 class BenchError(ValueError):
     """A benchmark that cannot run as asked (no CUDA device, long mode off the CPU)."""
-
-
-@dataclass
-class BenchConfig:
-    """Every option of ``scripts/bench_attention.py`` with its default (the script's flags)."""
-
-    mode: str = "train"                       # train | long
-    pes: list[str] = field(default_factory=lambda: list(ALL_PES))
-    lengths: list[int] = field(default_factory=lambda: [100, 250, 500, 1000, 2000])  # train: T frames
-    minutes: list[float] = field(default_factory=lambda: [1, 10, 60])                # long: recording lengths
-    infer: list[str] = field(default_factory=lambda: ["full", "chunked"])            # long: inference modes
-    chunk_s: float = 20.0
-    overlap_s: float = 4.0
-    timeout: float | None = None              # long: seconds per child process
-    encoder: str = "conformer"
-    layers: int = 6
-    d_model: int = 144
-    heads: int = 4
-    ffn: int = 576
-    conv_kernel: int = 15
-    dropout: float = 0.1
-    batch: int = 8
-    block_size: int | None = None             # attention query block (train: none; long: auto)
-    reps: int = 7
-    warmup: int = 2
-    mem_reps: int = 2
-    memory: bool = True                       # the peak-memory pass (train)
-    reference: bool = True                    # the torchaudio row (train)
-    threads: int = 2
-    device: str = "cpu"                       # cpu | cuda | auto
-    out: str | None = "bench_results"         # folder for the CSV and markdown files
-    argv: list[str] = field(default_factory=list)  # the command line, recorded in the markdown
-
-    def smoke(self) -> "BenchConfig":
-        """Tiny sizes and one repetition (the test suite's run)."""
-        tiny = dict(layers=2, d_model=32, heads=2, ffn=64, batch=2, reps=1, warmup=0, mem_reps=1)
-        if self.mode == "train":
-            tiny["lengths"] = [16, 40]
-        else:
-            tiny["minutes"] = [0.05]
-        return dataclasses.replace(self, **tiny)
 
 
 # --------------------------------------------------------------------------------------------

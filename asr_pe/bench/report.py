@@ -9,14 +9,12 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from .cases import TARGET_LENGTHS, TARGETS, target_status
 
-if TYPE_CHECKING:
-    from .attention import BenchConfig
+from .config import BenchConfig
 
 __all__ = ["SCRIPT", "machine_info", "markdown", "write_outputs"]
 

@@ -1,6 +1,6 @@
-"""The speed paths added for issue 6 compute the same function as the readable ones:
+"""The speed paths (asr_pe/models/attention_fast_paths.py) compute the same function as the readable ones:
 
-* a learned bias through the fused kernel with a written-out backward (``_SDPAWithBiasGrad``)
+* a learned bias through the fused kernel with a written-out backward (``SDPAWithBiasGrad``)
   and Transformer-XL as widened q/k (``RelativePE.fused_qk``) give the reference path's
   outputs *and gradients*; both switch on above ``FUSED_GRAD_MIN_KEYS`` keys, lowered here so
   that small inputs exercise them;
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from asr_pe.models import attention, build_encoder
+from asr_pe.models import attention_fast_paths as fast_paths, build_encoder
 from asr_pe.models.attention import MultiHeadAttention, make_pad_mask
 from asr_pe.models.positional import build_positional
 from asr_pe.models.positional.base import descending_offsets, toeplitz
@@ -40,7 +40,7 @@ def run(enc, x, lengths, proj, reference):
 @pytest.mark.parametrize("kind", ["transformer", "conformer"])
 @pytest.mark.parametrize("pe", LEARNED + ["rem", "none", "rope"], ids=str)
 def test_fused_training_paths_equal_reference_with_gradients(pe, kind, monkeypatch):
-    monkeypatch.setattr(attention, "FUSED_GRAD_MIN_KEYS", 0)
+    monkeypatch.setattr(fast_paths, "FUSED_GRAD_MIN_KEYS", 0)
     torch.manual_seed(0)
     enc = build_encoder(kind, pe, d_model=D, n_heads=H, n_layers=2, ffn_dim=32, conv_kernel=5, dropout=0.0).eval()
     g = torch.Generator().manual_seed(1)
@@ -56,22 +56,22 @@ def test_fused_training_paths_equal_reference_with_gradients(pe, kind, monkeypat
 
 def test_the_paths_are_actually_taken(monkeypatch):
     """Guard against the tests above passing because everything fell back to the reference."""
-    monkeypatch.setattr(attention, "FUSED_GRAD_MIN_KEYS", 0)
+    monkeypatch.setattr(fast_paths, "FUSED_GRAD_MIN_KEYS", 0)
     calls = {"bias_grad": 0, "widened": 0, "key_lengths": None}
-    orig_apply = attention._SDPAWithBiasGrad.apply
-    orig_widened = MultiHeadAttention._attend_widened
+    orig_apply = fast_paths.SDPAWithBiasGrad.apply
+    orig_widened = fast_paths.attend_widened
 
     def counting_apply(*a):
         calls["bias_grad"] += 1
         calls["key_lengths"] = a[7] if len(a) > 7 else None
         return orig_apply(*a)
 
-    def counting_widened(self, *a):
+    def counting_widened(*a):
         calls["widened"] += 1
-        return orig_widened(self, *a)
+        return orig_widened(*a)
 
-    monkeypatch.setattr(attention._SDPAWithBiasGrad, "apply", counting_apply)
-    monkeypatch.setattr(MultiHeadAttention, "_attend_widened", counting_widened)
+    monkeypatch.setattr(fast_paths.SDPAWithBiasGrad, "apply", counting_apply)
+    monkeypatch.setattr(fast_paths, "attend_widened", counting_widened)
     x, lengths = torch.randn(2, 9, D), torch.tensor([9, 6])
     for pe in ("t5", "relative"):
         enc = build_encoder("transformer", pe, d_model=D, n_heads=H, n_layers=1, dropout=0.0)
@@ -91,14 +91,14 @@ def test_bias_with_padding_is_attended_per_utterance(pe_name, causal, grad, monk
     padding never folded into the bias (shared: ALiBi, T5; per utterance: Shaw), with the
     outputs (every row, padded ones too) and gradients of the batched call with the padding
     folded in (``bias_mode="sdpa"``)."""
-    monkeypatch.setattr(attention, "FUSED_GRAD_MIN_KEYS", 0)
+    monkeypatch.setattr(fast_paths, "FUSED_GRAD_MIN_KEYS", 0)
     torch.manual_seed(0)
     pe = build_positional(pe_name, d_model=D, n_heads=H, n_layers=1, causal=causal).layer(0)
     mha = MultiHeadAttention(D, H)
     x, pad = torch.randn(3, 11, D, requires_grad=True), make_pad_mask(torch.tensor([11, 8, 3]), 11)
     masks = []
-    orig = attention._combine_mask
-    monkeypatch.setattr(attention, "_combine_mask", lambda *a: masks.append(orig(*a)) or masks[-1])
+    orig = fast_paths.combine_mask
+    monkeypatch.setattr(fast_paths, "combine_mask", lambda *a: masks.append(orig(*a)) or masks[-1])
     with torch.set_grad_enabled(grad):
         fast, _ = mha(x, pad, pe=pe, causal=causal)
         assert all(m is None or m.size(0) == 1 for m in masks), [m.shape for m in masks]
@@ -138,14 +138,14 @@ def test_widened_relative_scores_equal_bias_form(causal):
         mha.use_reference = True
         ref, _ = mha(x, pad, pe=pe, causal=causal)
     mha.use_reference = False
-    orig = attention.FUSED_GRAD_MIN_KEYS
-    attention.FUSED_GRAD_MIN_KEYS = 0
+    orig = fast_paths.FUSED_GRAD_MIN_KEYS
+    fast_paths.FUSED_GRAD_MIN_KEYS = 0
     try:
-        fast, _ = mha(x, pad, pe=pe, causal=causal)  # grad enabled: the widened path
+        out, _ = mha(x, pad, pe=pe, causal=causal)  # grad enabled: the widened path
     finally:
-        attention.FUSED_GRAD_MIN_KEYS = orig
-    torch.testing.assert_close(fast[0], ref[0], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(fast[1, :8], ref[1, :8], atol=1e-5, rtol=1e-5)
+        fast_paths.FUSED_GRAD_MIN_KEYS = orig
+    torch.testing.assert_close(out[0], ref[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out[1, :8], ref[1, :8], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(2, 32, 25, 4, 16), (3, 144, 250, 16, 64), (2, 16, 7, 16, 65), (1, 8, 40, 2, 17)])
