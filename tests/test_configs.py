@@ -84,3 +84,17 @@ def test_run_labels_name_the_training_remedy_and_the_arm():
     assert training_remedy(plain) == "" and run_label(plain) == "rope/ctc"
     assert run_label(arm) == "none/ctc [frontend70]"
     assert training_remedy(both) == "posscale:1-32+concat:20" and run_label(both) == "rope/ctc posscale:1-32+concat:20"
+
+
+def test_design_doc_lists_every_experiment():
+    """docs/design.md's experiment table names each file of conf/experiment/ and nothing else:
+    a new experiment is documented where a newcomer looks for it."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    on_disk = {p.stem for p in (repo / "conf" / "experiment").glob("*.yaml")}
+    doc = (repo / "docs" / "design.md").read_text()
+    table = doc.split("| experiment | what it is |", 1)[1].split("\n\n", 1)[0]
+    listed = set(re.findall(r"^\| `([a-z0-9_]+)` \|", table, flags=re.M))
+    assert listed == on_disk, f"missing from docs/design.md: {sorted(on_disk - listed)}; " \
+                              f"listed but absent: {sorted(listed - on_disk)}"
