@@ -57,7 +57,8 @@ import numpy as np
 from asr_pe.evaluation.scoring import normalize_text, score_utterance
 
 __all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
-           "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS"]
+           "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
+           "parts_of_set", "set_in_context"]
 
 # metric -> (edit-count key, reference-length key) of `score_utterance`
 METRICS = {"cer": ("char_errors", "ref_chars"), "wer": ("errors", "ref_words")}
@@ -323,3 +324,36 @@ def read_parts(path: str | os.PathLike) -> dict[str, list[str]]:
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise InContextError(f"{path}: not a parts file ({e})") from None
     return out
+
+
+PER_UTT = "per_utt.jsonl"
+
+
+def parts_of_set(long_dir: str | os.PathLike, parts_path: str | os.PathLike | None = None
+                 ) -> dict[str, list[str]] | None:
+    """The parts of an evaluated long set ``long_dir`` (``run/eval/<set>``): from ``parts_path``
+    when given, else from the manifest its ``buckets.meta.json`` names (rows with ``parts``, or
+    the builder's ``sources.json`` beside it); None when neither can be found (e.g. an archived
+    run whose manifest lives in another machine's cache)."""
+    if parts_path is not None:
+        return read_parts(parts_path)
+    meta = Path(long_dir) / "buckets.meta.json"
+    try:
+        manifest = Path(json.loads(meta.read_text(encoding="utf-8"))["manifest"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if manifest.is_file():
+        try:
+            return read_parts(manifest)
+        except InContextError:
+            pass                            # an older build without parts: its sources.json
+    sources = manifest.parent / "sources.json"
+    return read_parts(sources) if sources.is_file() else None
+
+
+def set_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, parts: Mapping[str, Sequence],
+                   **kwargs) -> InContextResult:
+    """`in_context` of two evaluated sets of one run: ``long_dir`` (the recordings decoded whole)
+    and ``alone_dir`` (their source utterances decoded alone), each holding ``per_utt.jsonl``."""
+    return in_context(read_records(Path(long_dir) / PER_UTT), parts,
+                      read_records(Path(alone_dir) / PER_UTT), **kwargs)
