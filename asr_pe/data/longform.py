@@ -338,9 +338,12 @@ def _write_flac(path: Path, wave: np.ndarray, sample_rate: int) -> None:
 
 
 def join_recording(uid: str, parts: Sequence[Utterance], out_dir: str | os.PathLike, *, gap_s: float,
-                   sample_rate: int = 16000, seed: int = 0) -> tuple[Utterance, JoinFill | None]:
+                   sample_rate: int = 16000, seed: int = 0, fill: JoinFill | None = None
+                   ) -> tuple[Utterance, JoinFill | None]:
     """Write ``<out_dir>/<uid>.flac``: ``parts`` in order with ``gap_s`` of their background
-    between them (`estimate_background`; ``gap_s = 0``: the parts abut, sample after sample).
+    between them (`estimate_background` of the parts, or ``fill`` when given, e.g. one estimate
+    for a whole set so that short recordings, whose few parts may hold no pause, get the same
+    background as long ones; ``gap_s = 0``: the parts abut, sample after sample).
 
     Returns the recording (transcripts joined with spaces, the parts' speakers joined with ``+``,
     audio path absolute) with its ``parts``: each source utterance's id and its ``[start, end)``
@@ -351,7 +354,10 @@ def join_recording(uid: str, parts: Sequence[Utterance], out_dir: str | os.PathL
     waves = [np.asarray(load_audio(u.audio_filepath, offset=u.offset, duration=u.duration,
                                    sample_rate=sample_rate, source=u.source),
                         dtype=np.float32).reshape(-1) for u in parts]
-    fill = estimate_background(waves, sample_rate) if len(waves) > 1 and gap_samples > 0 else None
+    if len(waves) < 2 or gap_samples == 0:
+        fill = None
+    elif fill is None:
+        fill = estimate_background(waves, sample_rate)
     rng = _recording_rng(seed, uid)
     pieces, spans, at = [], [], 0
     for i, w in enumerate(waves):
