@@ -117,3 +117,20 @@ def test_committed_synth_table_is_what_the_archived_scores_give(tmp_path):
     subprocess.run([sys.executable, "scripts/in_context_table.py", *args], cwd=REPO, check=True,
                    capture_output=True, text=True)
     assert out.read_text().split("\n", 3)[3] == committed.read_text().split("\n", 3)[3]
+
+
+SUMMARY_COMMAND = ["scripts/study_summary.py", "--attention-names", "2-4 s", "32-64 s", "160 s", "--decodings",
+                   "test", "--decodings-long", "longform", "--parts", "recipes/synth/study/longform/parts.json"]
+
+
+def test_committed_synth_summary_is_what_the_archived_scores_give(tmp_path):
+    """recipes/synth/study/summary.md (the accuracy table led by the in-context ratio, attention,
+    per-bucket CER of each decoding) is regenerated from the archived runs and must not differ:
+        python scripts/study_summary.py recipes/synth/study/runs/*_ctc_s* --attention-names "2-4 s" \\
+            "32-64 s" "160 s" --decodings test --decodings-long longform \\
+            --parts recipes/synth/study/longform/parts.json --out recipes/synth/study/summary.md"""
+    runs = sorted(str(p.relative_to(REPO)) for p in (REPO / "recipes/synth/study/runs").glob("*_ctc_s*"))
+    out = tmp_path / "summary.md"
+    subprocess.run([sys.executable, SUMMARY_COMMAND[0], *runs, *SUMMARY_COMMAND[1:], "--out", str(out)],
+                   cwd=REPO, check=True, capture_output=True, text=True)
+    assert out.read_text() == (REPO / "recipes/synth/study/summary.md").read_text()
