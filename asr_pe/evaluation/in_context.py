@@ -357,3 +357,54 @@ def set_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, pa
     and ``alone_dir`` (their source utterances decoded alone), each holding ``per_utt.jsonl``."""
     return in_context(read_records(Path(long_dir) / PER_UTT), parts,
                       read_records(Path(alone_dir) / PER_UTT), **kwargs)
+
+
+def result_markdown(res: InContextResult) -> str:
+    """A pooled line and one row per recording (markdown)."""
+    m = res.metric.upper()
+    ci = "" if math.isnan(res.ci_low) else f" [{res.ci_low:.2f}, {res.ci_high:.2f}]"
+    lines = [f"In-context ratio: {res.ratio:.2f}×{ci} (95 % CI over recordings); {m} whole {res.whole:.2f} %, "
+             f"the same utterances alone {res.alone:.2f} %, {len(res.rows)} recordings.", "",
+             f"| recording | s | parts | {m} whole | {m} alone | ratio |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in res.rows:
+        whole, alone, ref = r.counts(res.metric)
+        lines.append(f"| {r.id} | {r.duration:.1f} | {r.parts} | {100 * whole / ref:.2f} | {100 * alone / ref:.2f} | "
+                     + ("–" if math.isnan(r.ratio(res.metric)) else f"{r.ratio(res.metric):.2f}") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, parts: Mapping[str, Sequence],
+                     *, alone_set: str, n_boot: int = 1000) -> InContextResult:
+    """`set_in_context` of two evaluated sets, written beside the long set's results:
+    ``in_context.json`` (pooled numbers, the alone set's name, per-recording counts) and
+    ``in_context.md``, atomically."""
+    from asr_pe.io import atomic_write_json, atomic_write_text
+
+    res = set_in_context(long_dir, alone_dir, parts, n_boot=n_boot)
+    long_dir = Path(long_dir)
+
+    def number(x):
+        return None if math.isnan(x) else float(x)
+
+    atomic_write_json(long_dir / "in_context.json", {
+        "alone_set": alone_set, "metric": res.metric, "whole": number(res.whole), "alone": number(res.alone),
+        "ratio": number(res.ratio), "ci_low": number(res.ci_low), "ci_high": number(res.ci_high),
+        "n_boot": res.n_boot, "rows": [r.__dict__ for r in res.rows]}, indent=1)
+    atomic_write_text(long_dir / "in_context.md", result_markdown(res))
+    return res
+
+
+def in_context_pairs(sets: Mapping[str, Sequence]) -> dict[str, str]:
+    """Long set name -> the name of another set holding every one of its parts, for the sets
+    (name -> utterances with ``parts``) evaluated together; sets without parts, or whose parts
+    no other set holds, are left out."""
+    ids = {name: {u.id for u in utts} for name, utts in sets.items()}
+    pairs = {}
+    for name, utts in sets.items():
+        if not utts or any(getattr(u, "parts", None) is None for u in utts):
+            continue
+        needed = {p.id for u in utts for p in u.parts}
+        holder = next((other for other in sets if other != name and needed <= ids[other]), None)
+        if holder is not None:
+            pairs[name] = holder
+    return pairs

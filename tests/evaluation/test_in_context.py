@@ -123,3 +123,26 @@ def test_read_parts_from_a_manifest_and_a_sources_file(tmp_path):
     manifest.write_text(json.dumps({"id": "A"}) + "\n")
     with pytest.raises(InContextError, match=r"long\.jsonl:1: .*parts"):
         read_parts(manifest)
+
+
+def test_pairs_and_files_written_beside_the_long_set(tmp_path):
+    from asr_pe.data.manifest import Utterance
+    from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
+
+    def utt(uid, parts=None):
+        return Utterance(id=uid, audio_filepath="x.flac", duration=30.0, text="a",
+                         parts=None if parts is None else tuple(Part(p, k, k + 1.0) for k, p in enumerate(parts)))
+
+    sets = {"test": [utt(i) for i in ("a1", "a2", "b1", "b2")], "longform": [utt("A", ["a1", "a2"]),
+                                                                            utt("B", ["b1", "b2"])],
+            "other": [utt("C", ["zz"])], "plain": [utt("p")]}
+    assert in_context_pairs(sets) == {"longform": "test"}          # "other"'s parts are nowhere
+    for name, records in (("long", LONG), ("alone", ALONE)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "per_utt.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = write_in_context(tmp_path / "long", tmp_path / "alone", PARTS, alone_set="test", n_boot=50)
+    saved = json.loads((tmp_path / "long" / "in_context.json").read_text())
+    assert saved["ratio"] == pytest.approx(3.0) == res.ratio and saved["alone_set"] == "test"
+    assert [r["whole_char_errors"] for r in saved["rows"]] == [1, 2]
+    md = (tmp_path / "long" / "in_context.md").read_text()
+    assert md.startswith("In-context ratio: 3.00×") and "| B | 12.0 | 2 | 25.00 | 0.00 | – |" in md

@@ -60,6 +60,14 @@ def test_a_run_on_the_ladder_chooses_on_dev_and_decodes_test_once(tiny_synth_roo
                           (run / "eval" / name / "per_utt.jsonl").read_text().splitlines()]
                 assert scored == utts                                  # every one, once
     assert decoded == expected                   # no candidate but the chosen one touched test
+    # evaluate.py itself wrote the in-context ratio beside every recordings set (its parts' set was
+    # decoded in the same call)
+    for name in expected - {n for n in expected if "_alone" in n}:
+        saved = json.loads((run / "eval" / name / "in_context.json").read_text())
+        assert saved["alone_set"] == name.split("_")[0] + "_" + name.split("_")[1] + "_alone"
+        assert len(saved["rows"]) == len(read_manifest(
+            next(p for p in [*pool_sets(index, "dev")[1].values(), *pool_sets(index, "test")[1].values()]
+                 if Path(p).stem == name.removesuffix("_window1").removesuffix("_chunked2o0.5"))))
     assert set(choice["dev_rates"]) == {"plain", "window:1", "chunked:2:0.5"} and choice["chosen"] == "window:1"
     assert choice["test_rate_chosen"] is not None and choice["test_rate_plain"] is not None
     report = (run / "eval" / "ladder" / "report.md").read_text()
