@@ -28,9 +28,10 @@ Joins, two variants of every rung (`asr_pe.data.longform.join_recording`):
 - ``gap500ms``: 0.5 s between utterances, filled with their background (the builder's public
   path, `estimate_background`, estimated once per pool: a recording of two utterances may hold
   no pause of its own, and a per-recording estimate would then differ between rungs). The
-  synthetic corpus's background is digital silence: espeak-ng pauses are exact zeros, within
-  training utterances too (pauses of up to ~0.4 s between sentences), so the fill is zeros, and
-  a long recording gets such a pause at every join: the joins are a regular cue.
+  synthetic corpus's background is digital silence: espeak-ng pauses are exact zeros, so the
+  fill is zeros. Training never shows such a pause: of 600 training utterances the longest zero
+  run inside one is 0.38 s, 1.2 % hold one of 0.25 s or more, none 0.5 s; a long recording gets one
+  at every join, a regular segmentation cue outside the training distribution.
 - ``nogap``: the utterances abut, sample after sample; no cue beyond what one utterance's end and
   the next one's start hold (espeak leaves at most ~10-50 ms of silence at either end).
 
