@@ -40,7 +40,11 @@ characters per utterance).
 
 `in_context` takes the per-utterance records that `evaluate.py` writes (``per_utt.jsonl``:
 ``id``, ``duration``, ``ref``, ``hyp``; `asr_pe.evaluation.scoring.score_record`), so any system
-whose output can be written as such records can be scored.
+whose output can be written as such records can be scored. Around it: `read_parts` /
+`parts_of_set` find a long set's parts (its manifest's ``parts``, the builder's ``sources.json``
+or an archived parts file), `set_in_context` scores two evaluated set folders, and
+`in_context_pairs` + `write_in_context` are what `evaluate.py` runs after decoding a long set
+together with the set holding its parts (``eval/<long set>/in_context.{json,md}``).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from asr_pe.evaluation.scoring import normalize_text, score_utterance
 
 __all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
            "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
-           "parts_of_set", "set_in_context"]
+           "parts_of_set", "set_in_context", "write_in_context", "in_context_pairs", "result_markdown"]
 
 # metric -> (edit-count key, reference-length key) of `score_utterance`
 METRICS = {"cer": ("char_errors", "ref_chars"), "wer": ("errors", "ref_words")}

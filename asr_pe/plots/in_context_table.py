@@ -21,8 +21,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from asr_pe.evaluation.in_context import (InContextResult, parts_of_set, pooled_in_context,
                                           set_in_context)
