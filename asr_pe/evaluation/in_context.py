@@ -398,17 +398,31 @@ def write_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, 
     return res
 
 
-def in_context_pairs(sets: Mapping[str, Sequence]) -> dict[str, str]:
-    """Long set name -> the name of another set holding every one of its parts, for the sets
-    (name -> utterances with ``parts``) evaluated together; sets without parts, or whose parts
-    no other set holds, are left out."""
+def in_context_pairs(sets: Mapping[str, Sequence], manifests: Mapping[str, str | os.PathLike] | None = None
+                     ) -> dict[str, tuple[str, dict[str, list[str]]]]:
+    """Long set name -> (the name of another set holding every one of its parts, the parts), for
+    the sets (name -> utterances) evaluated together. A set's parts are its utterances' ``parts``,
+    or else the builder's ``sources.json`` beside its manifest (``manifests``: name -> path; sets
+    built before manifests carried parts); sets without parts, or whose parts no other set
+    holds, are left out."""
     ids = {name: {u.id for u in utts} for name, utts in sets.items()}
     pairs = {}
     for name, utts in sets.items():
-        if not utts or any(getattr(u, "parts", None) is None for u in utts):
-            continue
-        needed = {p.id for u in utts for p in u.parts}
+        if utts and all(getattr(u, "parts", None) is not None for u in utts):
+            parts = {u.id: [p.id for p in u.parts] for u in utts}
+        else:
+            sources = Path(manifests[name]).parent / "sources.json" if manifests and name in manifests else None
+            if sources is None or not sources.is_file():
+                continue
+            try:
+                parts = read_parts(sources)
+            except InContextError:
+                continue
+            if not all(u.id in parts for u in utts):
+                continue                      # a sources.json of another set in the same folder
+            parts = {u.id: parts[u.id] for u in utts}
+        needed = {p for ids_ in parts.values() for p in ids_}
         holder = next((other for other in sets if other != name and needed <= ids[other]), None)
         if holder is not None:
-            pairs[name] = holder
+            pairs[name] = (holder, parts)
     return pairs

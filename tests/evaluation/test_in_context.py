@@ -136,7 +136,15 @@ def test_pairs_and_files_written_beside_the_long_set(tmp_path):
     sets = {"test": [utt(i) for i in ("a1", "a2", "b1", "b2")], "longform": [utt("A", ["a1", "a2"]),
                                                                             utt("B", ["b1", "b2"])],
             "other": [utt("C", ["zz"])], "plain": [utt("p")]}
-    assert in_context_pairs(sets) == {"longform": "test"}          # "other"'s parts are nowhere
+    assert in_context_pairs(sets) == {"longform": ("test", {"A": ["a1", "a2"], "B": ["b1", "b2"]})}
+    # an older build without parts in its rows: the builder's sources.json beside its manifest
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "sources.json").write_text(json.dumps({"A": ["a1", "a2"], "B": ["b1", "b2"]}))
+    sets["longform"] = [utt("A"), utt("B")]
+    assert in_context_pairs(sets) == {}
+    assert in_context_pairs(sets, {"longform": old / "longform.jsonl"}) == {
+        "longform": ("test", {"A": ["a1", "a2"], "B": ["b1", "b2"]})}
     for name, records in (("long", LONG), ("alone", ALONE)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "per_utt.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
