@@ -3,7 +3,8 @@ settings chosen on dev, the chosen one decoded on test once.
 
 `evaluate_ladder` decodes every set of the chosen pools with `evaluate_run` (``data.test`` = the
 ladder's manifests, so the result folders are ``eval/<set><suffix>``), then per candidate setting
-(an ``eval.remedy`` such as ``window:5`` or ``rope_ntk``, or ``chunked:<chunk_s>:<overlap_s>``)
+(an ``eval.remedy`` such as ``window:5`` or ``rope_ntk``, one with the training length it scales by
+such as ``rope_yarn@10``, or ``chunked:<chunk_s>:<overlap_s>``)
 decodes the dev pool only; the candidate (or the plain decoding) with the lowest dev CER on the
 recordings of ``select_variant`` at least ``select_min_rung`` seconds long, decoded whole, is then
 decoded on the test pool. It writes ``eval/ladder/report.md`` (the dose-response tables: dev plain,
@@ -20,6 +21,7 @@ from typing import Any, Sequence
 
 from asr_pe.data.synth.ladder import ladder_sets
 from asr_pe.evaluation.ladder_report import choose_on_dev, dose_response_table, pool_sets, run_ladder, whole_rate
+from asr_pe.inference.remedies import parse_remedies, remedy_suffix
 from asr_pe.io import atomic_write_json, atomic_write_text
 
 from .evaluate import EvalSettingsError, evaluate_run
@@ -32,7 +34,21 @@ PLAIN = ""
 
 def candidate_settings(candidate: str) -> dict[str, Any]:
     """``eval`` overrides of a candidate: ``chunked:<chunk_s>:<overlap_s>`` (suffix
-    ``_chunked<chunk>o<overlap>``) or an ``eval.remedy`` string (its own suffix)."""
+    ``_chunked<chunk>o<overlap>``), an ``eval.remedy`` string (its own suffix), or one followed by
+    ``@<seconds>``: the training length the remedy scales by (``eval.train_length_s``; for the RoPE
+    rescalings it sets the NTK / YaRN / PI factor = input length / that length), e.g.
+    ``rope_ntk@10`` (suffix ``_rope_ntk_t10``)."""
+    remedy, at, length = candidate.partition("@")
+    if at:
+        try:
+            seconds = float(length)
+        except ValueError:
+            seconds = math.nan
+        if not seconds > 0:
+            raise EvalSettingsError(f"candidate {candidate!r}: expected <remedy>@<training length in seconds > 0>")
+        label = remedy_suffix(parse_remedies(remedy))
+        return {"remedy": remedy, "train_length_s": seconds,
+                "suffix": f"{label}_t{seconds:g}".replace(".", "p")}
     if candidate.startswith("chunked"):
         try:
             _, chunk, overlap = candidate.split(":")

@@ -81,3 +81,18 @@ def test_cli_refuses_a_missing_run(tmp_path):
     r = subprocess.run([sys.executable, "scripts/evaluate_ladder.py", "--run", str(tmp_path / "nope")],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "no config.yaml" in r.stderr
+
+
+def test_candidates_map_to_eval_settings_with_their_own_folders():
+    from asr_pe.training.evaluate import EvalSettingsError
+    from asr_pe.training.ladder_eval import candidate_settings
+
+    assert candidate_settings("window:2.5") == {"remedy": "window:2.5"}
+    assert candidate_settings("chunked:20:4") == {"mode": "chunked", "chunk_s": 20.0, "overlap_s": 4.0,
+                                                  "suffix": "_chunked20o4"}
+    assert candidate_settings("rope_ntk@10") == {"remedy": "rope_ntk", "train_length_s": 10.0,
+                                                 "suffix": "_rope_ntk_t10"}
+    assert candidate_settings("rope_yarn+window:5@2.5")["suffix"] == "_rope_yarn_window5_t2p5"
+    for bad in ("chunked:20", "rope_ntk@0", "rope_ntk@x"):
+        with pytest.raises(EvalSettingsError, match="candidate"):
+            candidate_settings(bad)
