@@ -3,13 +3,16 @@
 per-bucket CER with CIs of each decoding).
 
     python scripts/study_summary.py recipes/synth/study/runs/*_ctc_s* [--short test] [--long longform] \\
+        [--parts recipes/synth/study/longform/parts.json] \\
         [--buckets 0-2 2-4 32-64] [--ref 2-4] [--attention-buckets 2-4 32-64 128-256] [--attention-names ...] \\
         [--decodings test [test_joint ...]] [--decodings-long longform] [--remedies] [--compare-to none] [--out FILE.md]
     python scripts/study_summary.py recipes/synth/study/runs/*_hybrid_s* --short test_ctc --long longform_ctc \\
         --decodings test test_joint test_ctc --decodings-long longform_ctc      # the seq2seq study's tables
 
 Arguments are run dirs or folders searched for them (as for plot_wer_vs_length.py). Prints the
-markdown tables (see asr_pe/plots/study_summary.py); --out also writes them to a file.
+markdown tables (see asr_pe/plots/study_summary.py); --out also writes them to a file. The first
+table leads with the in-context ratio (the long recordings decoded whole over the same utterances
+decoded alone; scripts/in_context_table.py gives it in full).
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", help="run directories or folders holding them")
     parser.add_argument("--short", default="test", help="the short test set (eval/<name>)")
     parser.add_argument("--long", default="longform", help="the long-form test set (eval/<name>)")
+    parser.add_argument("--parts", default=None,
+                        help="the long set's parts (a long-form manifest with parts, or a JSON id -> parts), "
+                             "for the leading in-context column and the cross-set ratio's CI; default: the "
+                             "manifest each run's eval/<long>/buckets.meta.json names")
     parser.add_argument("--buckets", nargs="+", default=["0-2", "2-4", "32-64"],
                         help="buckets of the short set to show; the last is the ratio's numerator")
     parser.add_argument("--ref", default="2-4", help="reference bucket (inside the training lengths)")
@@ -54,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         text = accuracy_table(args.paths, short_set=args.short, long_set=args.long,
-                              buckets=args.buckets, ref_bucket=args.ref)
+                              buckets=args.buckets, ref_bucket=args.ref, parts_path=args.parts)
         try:
             text += "\n" + attention_table(args.paths, buckets=args.attention_buckets,
                                            bucket_names=args.attention_names)

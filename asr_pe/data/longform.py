@@ -63,11 +63,11 @@ import numpy as np
 import soundfile as sf
 
 from asr_pe.data.audio import load_audio
-from asr_pe.data.manifest import Utterance, write_manifest
+from asr_pe.data.manifest import Part, Utterance, write_manifest
 from asr_pe.io import atomic_write_json
 
 __all__ = ["JoinFill", "LongformError", "LongformReport", "build_longform", "estimate_background",
-           "plan_windows", "target_label"]
+           "join_recording", "plan_windows", "target_label"]
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +337,46 @@ def _write_flac(path: Path, wave: np.ndarray, sample_rate: int) -> None:
         raise
 
 
+def join_recording(uid: str, parts: Sequence[Utterance], out_dir: str | os.PathLike, *, gap_s: float,
+                   sample_rate: int = 16000, seed: int = 0, fill: JoinFill | None = None
+                   ) -> tuple[Utterance, JoinFill | None]:
+    """Write ``<out_dir>/<uid>.flac``: ``parts`` in order with ``gap_s`` of their background
+    between them (`estimate_background` of the parts, or ``fill`` when given, e.g. one estimate
+    for a whole set so that short recordings, whose few parts may hold no pause, get the same
+    background as long ones; ``gap_s = 0``: the parts abut, sample after sample).
+
+    Returns the recording (transcripts joined with spaces, the parts' speakers joined with ``+``,
+    audio path absolute) with its ``parts``: each source utterance's id and its ``[start, end)``
+    seconds in the recording, exact to the sample (start = samples before it / sample_rate), and
+    the fill used (None where there is no gap). The gap noise is seeded by (``seed``, ``uid``).
+    """
+    gap_samples = int(round(gap_s * sample_rate))
+    waves = [np.asarray(load_audio(u.audio_filepath, offset=u.offset, duration=u.duration,
+                                   sample_rate=sample_rate, source=u.source),
+                        dtype=np.float32).reshape(-1) for u in parts]
+    if len(waves) < 2 or gap_samples == 0:
+        fill = None
+    elif fill is None:
+        fill = estimate_background(waves, sample_rate)
+    rng = _recording_rng(seed, uid)
+    pieces, spans, at = [], [], 0
+    for i, w in enumerate(waves):
+        if i and fill is not None:
+            pieces.append(fill.make(gap_samples, rng))
+            at += gap_samples
+        pieces.append(w)
+        spans.append((at, at + len(w)))
+        at += len(w)
+    wave = np.concatenate(pieces)                      # (samples,) parts and gaps in order
+    path = Path(out_dir) / f"{uid}.flac"
+    _write_flac(path, wave, sample_rate)
+    text = " ".join(t for t in (u.text.strip() for u in parts) if t)
+    recorded = tuple(Part(id=u.id, start=a / sample_rate, end=b / sample_rate)
+                     for u, (a, b) in zip(parts, spans))
+    return Utterance(id=uid, audio_filepath=str(path), duration=len(wave) / sample_rate, text=text,
+                     offset=0.0, speaker=_joined_speaker(parts), parts=recorded), fill
+
+
 def build_longform(utterances: Sequence[Utterance], durations: Sequence, out_dir: str | os.PathLike, *,
                    gap_s: float = 0.5, tolerance: float = 0.15, allow_mixed_speakers: bool = False,
                    group_key=None, sample_rate: int = 16000, seed: int = 0,
@@ -346,7 +386,8 @@ def build_longform(utterances: Sequence[Utterance], durations: Sequence, out_dir
 
     Writes ``<out_dir>/<id>.flac`` (16-bit FLAC at ``sample_rate``), the manifest
     (``manifest_path``, default ``<out_dir>/longform.jsonl``; audio paths stored relative to it) and ``<out_dir>/sources.json``
-    (id -> source utterance ids). Ids are ``lf<target>_<group>_<k>``, k counting from 0 per
+    (id -> source utterance ids); each manifest row also carries ``parts``, the source ids with
+    their spans in the recording (`join_recording`). Ids are ``lf<target>_<group>_<k>``, k counting from 0 per
     (target, group). ``group_key``: None (the ``speaker`` field), a field name, or a callable
     ``Utterance -> str | None``. ``gap_s`` seconds between parts hold the parts' background
     (digital silence or their noise floor, see the module docstring); ``seed`` seeds that noise
@@ -412,37 +453,21 @@ def build_longform(utterances: Sequence[Utterance], durations: Sequence, out_dir
 
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    gap_samples = int(round(gap_s * sample_rate))
     result: list[Utterance] = []
     sources: dict[str, list[str]] = {}
     for n, (label, g, k, parts) in enumerate(plans):
-        uid = f"lf{label}_{g}_{k}"
-        waves = [np.asarray(load_audio(u.audio_filepath, offset=u.offset, duration=u.duration,
-                                       sample_rate=sample_rate, source=u.source),
-                            dtype=np.float32).reshape(-1) for u in parts]
-        pieces = [waves[0]]
-        if len(waves) > 1 and gap_samples > 0:
-            fill = estimate_background(waves, sample_rate)
-            rng = _recording_rng(seed, uid)
-            if fill.digital_silence:
-                report.silent_joins[label] = report.silent_joins.get(label, 0) + 1
-            else:
-                report.noise_joins[label] = report.noise_joins.get(label, 0) + 1
-                lo, hi = report.floor_dbfs.get(label, (math.inf, -math.inf))
-                report.floor_dbfs[label] = (min(lo, fill.level_dbfs), max(hi, fill.level_dbfs))
-            for w in waves[1:]:
-                pieces += [fill.make(gap_samples, rng), w]
-        else:
-            pieces += waves[1:]
-        wave = np.concatenate(pieces)                  # (samples,) parts and gaps in order
-        path = out_dir / f"{uid}.flac"
-        _write_flac(path, wave, sample_rate)
-        text = " ".join(t for t in (u.text.strip() for u in parts) if t)
-        result.append(Utterance(id=uid, audio_filepath=str(path), duration=len(wave) / sample_rate,
-                                text=text, offset=0.0, speaker=_joined_speaker(parts)))
-        sources[uid] = [u.id for u in parts]
+        utt, fill = join_recording(f"lf{label}_{g}_{k}", parts, out_dir, gap_s=gap_s,
+                                   sample_rate=sample_rate, seed=seed)
+        if fill is not None and fill.digital_silence:
+            report.silent_joins[label] = report.silent_joins.get(label, 0) + 1
+        elif fill is not None:
+            report.noise_joins[label] = report.noise_joins.get(label, 0) + 1
+            lo, hi = report.floor_dbfs.get(label, (math.inf, -math.inf))
+            report.floor_dbfs[label] = (min(lo, fill.level_dbfs), max(hi, fill.level_dbfs))
+        result.append(utt)
+        sources[utt.id] = [u.id for u in parts]
         report.made[label] += 1
-        report.seconds[label] = report.seconds.get(label, 0.0) + len(wave) / sample_rate
+        report.seconds[label] = report.seconds.get(label, 0.0) + utt.duration
         if (n + 1) % 100 == 0 or n + 1 == len(plans):
             log.info("long-form: %d/%d recordings written", n + 1, len(plans))
     for label in report.made:

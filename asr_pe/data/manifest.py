@@ -1,8 +1,14 @@
 """JSON-lines manifests: one utterance a line.
 
 Keys (exactly those of the design): ``audio_filepath``, ``duration`` (s), ``text`` and the
-optional ``offset`` (s into the file), ``speaker`` and ``id``. Unknown keys are rejected so
-that a typo such as ``"ofset"`` cannot silently read the wrong audio.
+optional ``offset`` (s into the file), ``speaker``, ``id`` and ``parts``. Unknown keys are
+rejected so that a typo such as ``"ofset"`` cannot silently read the wrong audio.
+
+``parts`` is what a long-form recording is made of (`asr_pe.data.longform`): a list of
+``{"id": <source utterance id>, "start": <s>, "end": <s>}``, seconds within the recording, in
+time order (built recordings never overlap them; a transcribed talk's segments may touch or
+overlap as its transcript says). It lets the evaluation score the same utterances decoded inside the
+recording and decoded alone (`asr_pe.evaluation.in_context`).
 
 Reading validates every line and reports ``<manifest>:<line>: <reason>``; an ``Utterance``
 remembers that location in ``source`` so that later errors (audio, tokenizer) can point at
@@ -25,10 +31,23 @@ from asr_pe.io import atomic_write_text
 logger = logging.getLogger(__name__)
 
 REQUIRED_KEYS = ("audio_filepath", "duration", "text")
-OPTIONAL_KEYS = ("offset", "speaker", "id")
+OPTIONAL_KEYS = ("offset", "speaker", "id", "parts")
+PART_KEYS = ("id", "start", "end")
 ALLOWED_KEYS = frozenset(REQUIRED_KEYS + OPTIONAL_KEYS)
 # How many skip reasons the single strict=False warning quotes.
 MAX_REPORTED_REASONS = 5
+
+
+@dataclass(frozen=True)
+class Part:
+    """A source utterance inside a long-form recording: ``[start, end)`` seconds of it."""
+
+    id: str
+    start: float
+    end: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "start": self.start, "end": self.end}
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,7 @@ class Utterance:
     text: str
     offset: float = 0.0
     speaker: str | None = None
+    parts: tuple[Part, ...] | None = None
     source: str | None = field(default=None, compare=False)
 
     def to_json(self, *, relative_to: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -62,6 +82,8 @@ class Utterance:
             record["offset"] = self.offset
         if self.speaker is not None:
             record["speaker"] = self.speaker
+        if self.parts is not None:
+            record["parts"] = [p.to_json() for p in self.parts]
         return record
 
 
@@ -87,6 +109,35 @@ def default_id(audio_filepath: str, offset: float) -> str:
 def _is_number(value: Any) -> bool:
     # bool is an int subclass; "duration": true is a mistake, not 1 second.
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def parse_parts(value: Any, duration: float | None = None) -> tuple[Part, ...]:
+    """Validate a ``parts`` list (see the module docstring); raises ValueError with the reason.
+
+    Each part needs a non-empty string ``id`` and numbers ``0 <= start < end``; parts are in time
+    order (by start); with ``duration`` the last ends within it (1 ms of rounding)."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"parts must be a non-empty list of {{id, start, end}}, got {value!r:.80}")
+    parts: list[Part] = []
+    for k, item in enumerate(value):
+        if not isinstance(item, dict) or set(item) != set(PART_KEYS):
+            raise ValueError(f"parts[{k}] must be an object with exactly the keys id, start, end, "
+                             f"got {item!r:.80}")
+        pid, start, end = item["id"], item["start"], item["end"]
+        if not isinstance(pid, str) or not pid.strip():
+            raise ValueError(f"parts[{k}].id must be a non-empty string, got {pid!r}")
+        if not (_is_number(start) and _is_number(end) and math.isfinite(start) and math.isfinite(end)
+                and 0 <= start < end):
+            raise ValueError(f"parts[{k}] ({pid}) needs numbers 0 <= start < end, got {start!r}, {end!r}")
+        if parts and start < parts[-1].start:
+            raise ValueError(f"parts[{k}] ({pid}) starts at {start}, before parts[{k - 1}] "
+                             f"({parts[-1].start}): parts must be in time order")
+        parts.append(Part(id=pid, start=float(start), end=float(end)))
+    last = max(parts, key=lambda p: p.end)
+    if duration is not None and last.end > duration + 1e-3:
+        raise ValueError(f"part {last.id} ends at {last.end} s, after the recording's duration "
+                         f"{duration} s")
+    return tuple(parts)
 
 
 def _parse_record(record: Any, manifest_dir: str, exists) -> Utterance:
@@ -132,6 +183,7 @@ def _parse_record(record: Any, manifest_dir: str, exists) -> Utterance:
     utt_id = record.get("id")
     if utt_id is not None and (not isinstance(utt_id, str) or not utt_id.strip()):
         raise ValueError(f"id must be a non-empty string, got {utt_id!r}")
+    parts = parse_parts(record["parts"], float(duration)) if record.get("parts") is not None else None
 
     path = os.path.expanduser(audio)
     if not os.path.isabs(path):
@@ -146,6 +198,7 @@ def _parse_record(record: Any, manifest_dir: str, exists) -> Utterance:
         text=text.strip(),
         offset=float(offset),
         speaker=speaker,
+        parts=parts,
     )
 
 
@@ -202,6 +255,7 @@ def read_manifest(path: str | os.PathLike, *, strict: bool = True) -> list[Utter
                     text=utt.text,
                     offset=utt.offset,
                     speaker=utt.speaker,
+                    parts=utt.parts,
                     source=f"{path}:{line_no}",
                 )
             )

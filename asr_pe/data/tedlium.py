@@ -73,7 +73,7 @@ from asr_pe.io import atomic_write_json
 from .corpus_cli import Archive, corpus_parser, download_options, fetch_archives, run_corpus_cli
 from .download import extract
 from .librispeech import audio_seconds, resolve_manifests
-from .manifest import Utterance, write_manifest
+from .manifest import Part, Utterance, write_manifest
 
 __all__ = [
     "TEDLIUM_ARCHIVE",
@@ -345,6 +345,10 @@ def _prepare_split(sph_dir: Path, stm_dir: Path) -> tuple[list[Utterance], list[
                     text=" ".join(t for _, _, t in run),
                     offset=first,
                     speaker=talk,
+                    # the scored segments inside the talk, so that the talk decoded whole can be
+                    # compared with the same segments decoded alone (evaluation/in_context.py)
+                    parts=tuple(Part(_segment_id(talk, s, e), round(s - first, 6), round(e - first, 6))
+                                for s, e, _ in run),
                 )
             )
     stats.segments = len(segments_out)

@@ -14,7 +14,21 @@ ratios are a seed spread, not a CI. This module resamples utterances instead:
 
 Seeds of one model are scored on the same utterances, so one draw of utterance indices is
 applied to every seed (paired across seeds); where the seeds' utterance ids differ, each seed is
-drawn on its own. The two sets are drawn independently of each other.
+drawn on its own. Without ``parts`` the two sets are drawn independently of each other, which is
+right only when they share no utterance.
+
+A long-form set built from the short set shares its utterances (the synthetic study's 160 s
+recordings hold 21 of the 25 utterances of the 2-4 s bucket): then the two rates are not
+independent and the draws must keep them together. With ``parts`` (recording id -> its source
+utterance ids) the resampling unit is a *cluster*: a long recording together with the reference
+bucket's utterances inside it (recordings sharing an utterance are one cluster), and each
+reference utterance inside no recording is a cluster of its own. A draw resamples clusters with
+replacement (one draw for every seed) and takes both rates from the same draw. Where a
+recording's errors follow those of its parts, the ratio then varies less than two independent
+draws would say; where they do not, the clusters say so too.
+
+This ratio still divides rates measured on different content; the in-context ratio
+(`asr_pe.evaluation.in_context`) holds the content fixed and leads the study's tables.
 
 `difference_ci` is the paired companion for two models scored on the same utterances: the CI
 of (seed mean of A's rate) − (seed mean of B's rate) with one draw of utterance indices applied
@@ -30,7 +44,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -100,16 +114,70 @@ def _chunks(n_boot: int, n: int):
     return [(start, min(n_boot, start + step)) for start in range(0, n_boot, step)]
 
 
+def _clusters(short_ids: list[str], long_ids: list[str], parts: Mapping[str, Sequence[str]]
+              ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Cluster index of each short utterance and of each long recording (see the module
+    docstring): connected components of 'recording holds utterance', by union-find."""
+    parent = list(range(len(short_ids) + len(long_ids)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    where = {u: i for i, u in enumerate(short_ids)}
+    for k, rid in enumerate(long_ids):
+        for source in parts.get(rid, ()):
+            if source in where:
+                a, b = find(len(short_ids) + k), find(where[source])
+                parent[a] = b
+    roots = [find(i) for i in range(len(parent))]
+    index = {r: c for c, r in enumerate(dict.fromkeys(roots))}
+    cluster = np.array([index[r] for r in roots])
+    return cluster[:len(short_ids)], cluster[len(short_ids):], len(index)
+
+
+def _clustered_ratio(shorts, longs, parts, n_boot: int, rng: np.random.Generator, ci: float
+                     ) -> tuple[float, float] | None:
+    if any(s[0] != shorts[0][0] for s in shorts) or any(s[0] != longs[0][0] for s in longs):
+        return None                         # seeds scored on different utterances: no common clusters
+    short_c, long_c, n_clusters = _clusters(shorts[0][0], longs[0][0], parts)
+
+    def per_cluster(sets, of):                                     # (seeds, clusters) sums
+        return (np.stack([np.bincount(of, weights=err, minlength=n_clusters) for _, err, _ in sets]),
+                np.stack([np.bincount(of, weights=ref, minlength=n_clusters) for _, _, ref in sets]))
+
+    s_err, s_ref = per_cluster(shorts, short_c)
+    l_err, l_ref = per_cluster(longs, long_c)
+    ratios = []
+    for start, stop in _chunks(n_boot, n_clusters):
+        idx = rng.integers(0, n_clusters, size=(stop - start, n_clusters))       # (draws, clusters)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            short_rate = (s_err[:, idx].sum(axis=2) / s_ref[:, idx].sum(axis=2)).mean(axis=0)   # (draws,)
+            long_rate = (l_err[:, idx].sum(axis=2) / l_ref[:, idx].sum(axis=2)).mean(axis=0)
+            ratios.append(long_rate / short_rate)
+    ratio = np.concatenate(ratios)
+    ratio = ratio[np.isfinite(ratio)]
+    if not ratio.size:
+        return None
+    lo, hi = np.percentile(ratio, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(lo), float(hi)
+
+
 def length_ratio_ci(short_sets: Sequence[str | os.PathLike], long_sets: Sequence[str | os.PathLike], *,
                     ref_lo: float, ref_hi: float, long_lo: float = 0.0, long_hi: float = math.inf,
-                    metric: str = "cer", n_boot: int = 1000, seed: int = 0, ci: float = 0.95
-                    ) -> tuple[float, float] | None:
+                    metric: str = "cer", n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
+                    parts: Mapping[str, Sequence[str]] | None = None) -> tuple[float, float] | None:
     """Percentile-bootstrap CI of (seed mean of the long set's rate) / (seed mean of the
     reference bucket's rate). ``short_sets[i]`` and ``long_sets[i]`` are one seed's eval set
     folders (``run/eval/test``, ``run/eval/longform``); the reference bucket is
     ``ref_lo <= duration < ref_hi`` of the short set, the long one ``long_lo <= duration < long_hi``
-    (default: all) of the long set. None when a folder has no ``per_utt.jsonl``, a selection is
-    empty, or no draw has a positive reference rate."""
+    (default: all) of the long set. ``parts`` (long recording id -> source utterance ids): the
+    draws resample recordings together with the reference utterances inside them (see the module
+    docstring), so a long set built from the short set is not drawn as if it were independent.
+    None when a folder has no ``per_utt.jsonl``, a selection is empty, no draw has a positive
+    reference rate, or (with ``parts``) the seeds were scored on different utterances."""
     if len(short_sets) != len(long_sets) or not short_sets:
         raise ValueError(f"need one short and one long set per seed, got {len(short_sets)} and {len(long_sets)}")
     if not 0 < ci < 1:
@@ -119,6 +187,8 @@ def length_ratio_ci(short_sets: Sequence[str | os.PathLike], long_sets: Sequence
     if any(s is None or not s[0] for s in shorts + longs):
         return None
     rng = np.random.default_rng(seed)
+    if parts is not None:
+        return _clustered_ratio(shorts, longs, parts, n_boot, rng, ci)
     short_rate = _seed_rates(shorts, n_boot, rng)
     long_rate = _seed_rates(longs, n_boot, rng)
     ok = np.isfinite(long_rate) & (short_rate > 0)

@@ -9,13 +9,15 @@ per study arm (run_info.json ``arm``; the main study's runs have none). Each pan
 labels' short-set buckets (line: seed mean; band: mean of the seeds' bootstrap CI bounds; x:
 per-seed values) and, on the same log-x axis, the long-form set's point (diamond with its mean CI
 as whisker, joined by a dotted segment: another test set, no data in between). The ``none`` PE is
-the reference: dashed grey in every family panel. A last panel gives, per label, the long-form /
-reference-bucket ratio (default ``2-4`` s of the short set): the point is the **ratio of the seed
-means**; the whisker its **95 % bootstrap CI** (`asr_pe.evaluation.length_ratio`: utterances of
-both sets resampled, paired across seeds; a ratio of the two CERs' CI bounds would be no CI, the
-bounds are not attained together); ticks mark each seed's own ratio. Where a run has no
-per-utterance scores the whisker falls back to the min..max of the per-seed ratios, and the panel's
-caption says so.
+the reference: dashed grey in every family panel. A last panel gives, per label, the headline:
+the **in-context ratio** where the runs have per-utterance scores and the long set's parts are
+known (`asr_pe.plots.in_context_table`: the long recordings decoded whole over the same utterances
+decoded alone, seeds pooled; whisker: the 95 % two-level bootstrap CI, seeds then recordings;
+ticks: each seed's ratio). Elsewhere it falls back to the cross-set ratio long-form /
+reference bucket (default ``2-4`` s of the short set; different content): the point is the
+**ratio of the seed means**, the whisker its 95 % bootstrap CI where the parts are known (each
+recording drawn with the reference utterances inside it, `asr_pe.evaluation.length_ratio`),
+otherwise the min..max of the per-seed ratios, and the panel's caption says which.
 
 ``plot_remedies`` (issue 25): for one PE, one line per remedy (the plain model, each inference
 remedy ``eval/<set>_<remedy>``, chunked inference, each training remedy of the runs given),
@@ -34,10 +36,11 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .in_context_table import LabelInContext, label_in_context
 from .study_summary import _remedy_results, ratio_ci
 from .wer_vs_length import (
     ALL_LABEL, METRICS, LabelSeries, RunDirError, RunResult, aggregate, draw_series, find_run_dirs,
@@ -45,7 +48,7 @@ from .wer_vs_length import (
 )
 
 __all__ = ["PE_FAMILY", "FAMILY_ORDER", "REFERENCE", "OTHER", "MAIN_ARM", "FACETS", "pe_family", "facet_members", "LengthRatio",
-           "long_short_ratios", "plot_faceted", "plot_remedies", "make_study_figures"]
+           "long_short_ratios", "in_context_ratios", "plot_faceted", "plot_remedies", "make_study_figures"]
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +133,31 @@ def _by_run(s: LabelSeries, bucket: str) -> dict[Path, float]:
     return {r.run_dir: v for r, v in zip(s.runs, s.per_seed.get(bucket, [])) if not math.isnan(v)}
 
 
+def in_context_ratios(in_context: Mapping[str, LabelInContext]) -> list[LengthRatio]:
+    """Per label: the in-context ratio (the long recordings decoded whole over the same utterances
+    decoded alone, seeds pooled) with its two-level CI (seeds, then recordings) and each seed's
+    ratio (`asr_pe.plots.in_context_table.label_in_context`), sorted by ratio."""
+    out = []
+    for label, item in in_context.items():
+        p = item.pooled
+        if math.isnan(p.ratio):
+            continue
+        ci = (p.ci_low, p.ci_high) if not math.isnan(p.ci_low) else (p.ratio, p.ratio)
+        out.append(LengthRatio(label, p.ratio, min(ci[0], p.ratio), max(ci[1], p.ratio),
+                               [r.ratio for r in item.per_seed], is_ci=not math.isnan(p.ci_low)))
+    return sorted(out, key=lambda r: r.ratio)
+
+
 def long_short_ratios(series_short: Sequence[LabelSeries], series_long: Sequence[LabelSeries], *,
                       ref_bucket: str = "2-4", long_bucket: str = ALL_LABEL, metric: str = "cer",
-                      n_boot: int = 1000) -> list[LengthRatio]:
+                      n_boot: int = 1000, parts: Mapping[str, Mapping] | None = None) -> list[LengthRatio]:
     """Per label present in both: ``long_bucket`` of the long set over ``ref_bucket`` of the short
-    set (`LengthRatio`), sorted by ratio. Runs are paired by run directory; the CI resamples the
-    utterances of the runs' ``per_utt.jsonl`` (`length_ratio_ci`), ``n_boot`` draws."""
+    set (`LengthRatio`), sorted by ratio: the cross-set ratio, measured on different content.
+    Runs are paired by run directory. The CI resamples the runs' ``per_utt.jsonl``
+    (`length_ratio_ci`, ``n_boot`` draws) only where ``parts`` (label -> recording id -> source
+    ids) says which short utterances each long recording holds, so that they are drawn together;
+    elsewhere the whiskers are the seeds' min..max (the sets may overlap: two independent draws
+    would give no valid interval)."""
     if series_short and not any(ref_bucket in s.value for s in series_short):
         raise ValueError(f"reference bucket {ref_bucket!r} is in none of the short set's buckets "
                          f"({', '.join(b for b in series_short[0].buckets if b != ALL_LABEL)})")
@@ -149,7 +171,9 @@ def long_short_ratios(series_short: Sequence[LabelSeries], series_long: Sequence
         ref_runs, long_runs = _by_run(s, ref_bucket), _by_run(ls, long_bucket)
         per_seed = [long_runs[d] / ref_runs[d] for d in ref_runs if d in long_runs and ref_runs[d] > 0]
         ratio = ls.value[long_bucket] / ref
-        ci = ratio_ci(s, ls, ref_bucket, long_bucket, metric=metric, n_boot=n_boot)
+        label_parts = (parts or {}).get(s.label)
+        ci = ratio_ci(s, ls, ref_bucket, long_bucket, metric=metric, n_boot=n_boot,
+                      parts=label_parts) if label_parts else None
         if ci is not None:
             out.append(LengthRatio(s.label, ratio, min(ci[0], ratio), max(ci[1], ratio), per_seed, is_ci=True))
         else:
@@ -275,8 +299,14 @@ def facet_members(series: Sequence[LabelSeries], facet: str = "family") -> dict[
 def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[LabelSeries],
                  path: str | os.PathLike, metric: str = "cer", facet: str = "family", *,
                  ref_bucket: str = "2-4", long_bucket: str = ALL_LABEL, short_set: str = "test",
-                 long_set: str = "longform", title: str | None = None):
+                 long_set: str = "longform", title: str | None = None,
+                 in_context: Mapping[str, LabelInContext] | None = None):
     """PNG of the study faceted by PE family (or encoder, or study arm), plus the ratio panel.
+
+    With ``in_context`` (label -> `LabelInContext`, from `label_in_context`) the ratio panel is
+    the in-context ratio (`in_context_ratios`: the long recordings decoded whole over the same
+    utterances decoded alone, two-level CI), the study's headline; otherwise the cross-set ratio
+    described below.
 
     ``series_short``/``series_long``: `aggregate` of the short and long-form sets of the same
     runs (labels matched). ``facet``: ``family`` (`PE_FAMILY`; the ``none`` PE is drawn dashed
@@ -340,9 +370,13 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=2.2)
 
     ax = fig.add_subplot(grid[:, cols])
-    ratios = long_short_ratios(series_short, series_long, ref_bucket=ref_bucket, long_bucket=long_bucket,
-                               metric=metric)
-    _draw_ratios(ax, ratios, style, metric=metric, ref_bucket=ref_bucket, long_name=long_name)
+    if in_context:
+        _draw_ratios(ax, in_context_ratios(in_context), style, metric=metric, ref_bucket=ref_bucket,
+                     long_name=long_name, in_context=True)
+    else:
+        ratios = long_short_ratios(series_short, series_long, ref_bucket=ref_bucket, long_bucket=long_bucket,
+                                   metric=metric)
+        _draw_ratios(ax, ratios, style, metric=metric, ref_bucket=ref_bucket, long_name=long_name)
     seeds = any(len(s.runs) > 1 for s in series_short)
     fig.legend(handles=_key_handles(tmaxes, long_name, seeds), loc="outside lower center", ncol=5, fontsize=7.5,
                frameon=False)
@@ -353,7 +387,7 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
 
 
 def _draw_ratios(ax, ratios: Sequence[LengthRatio], style: dict, *, metric: str, ref_bucket: str,
-                 long_name: str) -> None:
+                 long_name: str, in_context: bool = False) -> None:
     """Horizontal points with CI whiskers (min..max of the seeds where there is no CI), sorted by
     ratio (largest on top), each seed's ratio as a tick, a line at 1."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
@@ -377,11 +411,17 @@ def _draw_ratios(ax, ratios: Sequence[LengthRatio], style: dict, *, metric: str,
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(True, axis="x", which="major", alpha=0.3)
-    ax.set_title(f"{metric.upper()} {long_name} / {metric.upper()} {ref_bucket} s", fontsize=10)
+    if in_context:
+        ax.set_title(f"in-context ratio: {metric.upper()} of the {long_name} recordings\n"
+                     f"decoded whole / the same utterances decoded alone", fontsize=9.5)
+        ax.set_xlabel("point: Σ errors whole / Σ errors alone, seeds pooled; ticks: each seed\n"
+                      "whiskers: 95 % bootstrap CI (seeds, then recordings)", fontsize=7.5)
+        return
+    ax.set_title(f"{metric.upper()} {long_name} / {metric.upper()} {ref_bucket} s (different content)", fontsize=10)
     whiskers = {r.is_ci for r in ratios}
-    whisker = ("95 % bootstrap CI (utterances resampled)" if whiskers == {True} else
-               "min–max of the per-seed ratios (no per-utterance scores)" if whiskers == {False} else
-               "95 % bootstrap CI; min–max of seeds where no per-utterance scores")
+    whisker = ("95 % bootstrap CI (recordings drawn with their utterances)" if whiskers == {True} else
+               "min–max of the per-seed ratios (no per-utterance scores or parts)" if whiskers == {False} else
+               "95 % bootstrap CI; min–max of seeds where no per-utterance scores or parts")
     ax.set_xlabel(f"point: ratio of the seed means; ticks: each seed\nwhiskers: {whisker}", fontsize=7.5)
 
 
@@ -474,17 +514,22 @@ def plot_remedies(run_dirs: Iterable[str | os.PathLike], pe: str, path: str | os
 def make_study_figures(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike, *,
                        metric: str = "cer", facet: str = "family", remedies_for: Sequence[str] = (),
                        remedy_paths: Iterable[str | os.PathLike] | None = None, short_set: str = "test",
-                       long_set: str = "longform", ref_bucket: str = "2-4") -> list[Path]:
+                       long_set: str = "longform", ref_bucket: str = "2-4",
+                       parts_path: str | os.PathLike | None = None) -> list[Path]:
     """Write ``<out>/<metric>_by_<facet>.png`` from ``paths`` and ``<out>/remedies_<pe>_<metric>.png``
-    for each PE of ``remedies_for`` from ``remedy_paths`` (default: ``paths``); returns the files."""
+    for each PE of ``remedies_for`` from ``remedy_paths`` (default: ``paths``); returns the files.
+    The ratio panel is the in-context ratio where the runs have per-utterance scores and the long
+    set's parts are known (``parts_path``, or the manifest each evaluation names)."""
     paths = list(paths)
     short_runs, _ = load_runs(paths, short_set)
     long_runs, _ = load_runs(paths, long_set)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = [out / f"{metric}_by_{facet}.png"]
+    in_context = label_in_context(paths, long_set=long_set, alone_set=short_set, parts_path=parts_path,
+                                  metric=metric)
     plot_faceted(aggregate(short_runs, metric), aggregate(long_runs, metric), files[0], metric, facet,
-                 ref_bucket=ref_bucket, short_set=short_set, long_set=long_set)
+                 ref_bucket=ref_bucket, short_set=short_set, long_set=long_set, in_context=in_context)
     remedy_paths = paths if remedy_paths is None else list(remedy_paths)
     for pe in remedies_for:
         files.append(out / f"remedies_{pe}_{metric}.png")

@@ -1,10 +1,14 @@
 """The length study's summary tables, regenerated from archived run directories.
 
-1. Accuracy: per label, CER at a few buckets of the short test set and on the long-form set,
-   each as the seed mean with the per-seed values in parentheses; the degradation ratios
-   (CER of a long bucket over the same label's CER in the reference bucket, both seed means;
-   the long-form one with its 95 % bootstrap CI over utterances, `ratio_ci`, where the runs
-   have per-utterance scores);
+1. Accuracy: per label, first the in-context ratio (`asr_pe.plots.in_context_table`: the
+   long-form recordings decoded whole over the same utterances decoded alone, seeds pooled, with
+   its two-level 95 % CI over seeds and recordings; ``–`` where per-utterance scores or the long
+   set's parts are missing), then CER at a few buckets of the short test set and on the long-form set,
+   each as the seed mean with the per-seed values in parentheses; the cross-set degradation ratios
+   (CER of a long bucket over the same label's CER in the reference bucket, both seed means,
+   measured on different content; the long-form one with its 95 % bootstrap CI, `ratio_ci`, only
+   where the runs have per-utterance scores and the parts are known, so that each recording is
+   drawn together with the reference utterances inside it);
    WER at the reference bucket, the longest short bucket and long-form. Rows by reference CER.
 2. Attention: per label, mean attended distance (seconds, and as a fraction of the utterance)
    and the share of attention within ±local_s, per duration bucket, from each run's
@@ -41,6 +45,7 @@ from typing import Iterable, Sequence
 from asr_pe.evaluation.buckets import read_bucket_csv
 from asr_pe.evaluation.length_ratio import difference_ci, length_ratio_ci
 
+from .in_context_table import in_context_cell, label_in_context
 from .wer_vs_length import (
     ALL_LABEL, LabelSeries, RunResult, _eval_meta, aggregate, all_buckets, ci_cell, find_run_dirs, format_value,
     load_runs, read_run_info, run_label,
@@ -65,10 +70,11 @@ def _ratio(s: LabelSeries, bucket: str, ref: float) -> str:
 
 
 def ratio_ci(short: LabelSeries, long: LabelSeries, ref_bucket: str, long_bucket: str = ALL_LABEL, *,
-             metric: str = "cer", n_boot: int = 1000) -> tuple[float, float] | None:
+             metric: str = "cer", n_boot: int = 1000, parts: dict | None = None) -> tuple[float, float] | None:
     """95 % bootstrap CI of one label's ``long_bucket`` (long set) / ``ref_bucket`` (short set) ratio
     of seed means, from its runs' per-utterance scores (`length_ratio_ci`, runs paired by
-    directory); None where a run has none (an archived remedy folder keeps bucket tables only)."""
+    directory; with ``parts`` each long recording is drawn together with the reference utterances
+    inside it); None where a run has none (an archived remedy folder keeps bucket tables only)."""
     long_by_dir = {r.run_dir: r for r in long.runs}
     pairs = [(r, long_by_dir[r.run_dir]) for r in short.runs if r.run_dir in long_by_dir]
     if not pairs or n_boot <= 0:
@@ -77,14 +83,17 @@ def ratio_ci(short: LabelSeries, long: LabelSeries, ref_bucket: str, long_bucket
     return length_ratio_ci([r.run_dir / "eval" / r.test_set for r, _ in pairs],
                            [lr.run_dir / "eval" / lr.test_set for _, lr in pairs],
                            ref_lo=short.lo[ref_bucket], ref_hi=short.hi[ref_bucket],
-                           long_lo=lo_long, long_hi=hi_long, metric=metric, n_boot=n_boot)
+                           long_lo=lo_long, long_hi=hi_long, metric=metric, n_boot=n_boot, parts=parts)
 
 
-def _ratio_with_ci(short: LabelSeries, long: LabelSeries, ref_bucket: str, long_bucket: str) -> str:
+def _ratio_with_ci(short: LabelSeries, long: LabelSeries, ref_bucket: str, long_bucket: str,
+                   parts: dict | None) -> str:
     """``6.31× [5.61, 7.10]``: the ratio of seed means with its bootstrap CI where per-utterance
-    scores exist (`ratio_ci`)."""
+    scores exist and the long set's parts are known (`ratio_ci` with ``parts``). Without parts
+    there is no CI: the long set may be built from the short set, and drawing two overlapping
+    sets as if they were independent gives no valid interval."""
     text = _ratio(long, long_bucket, short.value.get(ref_bucket, math.nan))
-    ci = ratio_ci(short, long, ref_bucket, long_bucket) if text != "–" else None
+    ci = ratio_ci(short, long, ref_bucket, long_bucket, parts=parts) if text != "–" and parts else None
     return text if ci is None else f"{text} [{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
@@ -95,9 +104,12 @@ def _long_set_name(series: Iterable[LabelSeries], bucket: str, set_name: str) ->
 
 
 def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_set: str,
-                   buckets: Sequence[str], ref_bucket: str, long_bucket: str = ALL_LABEL) -> str:
+                   buckets: Sequence[str], ref_bucket: str, long_bucket: str = ALL_LABEL,
+                   parts_path: str | os.PathLike | None = None) -> str:
     """Markdown table (see the module docstring). ``buckets`` are buckets of ``short_set``;
-    ``ref_bucket`` must be one of them; ``long_bucket`` is the long-form set's bucket."""
+    ``ref_bucket`` must be one of them; ``long_bucket`` is the long-form set's bucket.
+    ``parts_path``: the long set's parts (else the manifest each run's evaluation names), for the
+    in-context column and the cross-set ratio's CI."""
     if ref_bucket not in buckets:
         raise ValueError(f"reference bucket {ref_bucket!r} must be one of the buckets {list(buckets)}")
     paths = list(paths)
@@ -108,8 +120,9 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
     long_cer = {s.label: s for s in aggregate(long_runs, "cer")}
     long_wer = {s.label: s for s in aggregate(long_runs, "wer")}
     long_name = _long_set_name(long_cer.values(), long_bucket, long_set)
+    in_context = label_in_context(paths, long_set=long_set, alone_set=short_set, parts_path=parts_path)
     last = buckets[-1]
-    head = (["PE", "seeds"] + [f"CER {b} s" for b in buckets] + [f"CER {long_name}"]
+    head = (["PE", "seeds", f"in-context {long_name} [95 % CI]"] + [f"CER {b} s" for b in buckets] + [f"CER {long_name}"]
             + [f"{last} / {ref_bucket}", f"{long_name} / {ref_bucket}"]
             + [f"WER {ref_bucket} s", f"WER {last} s", f"WER {long_name}"])
     lines = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
@@ -118,9 +131,11 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
         s, lc = cer[label], long_cer.get(label)
         ref = s.value.get(ref_bucket, math.nan)
         seeds = ", ".join(str(x) for x in s.seeds)
-        row = [label.removesuffix("/ctc"), seeds] + [_cell(s, b) for b in buckets]
+        ic = in_context.get(label)
+        row = [label.removesuffix("/ctc"), seeds, in_context_cell(ic)] + [_cell(s, b) for b in buckets]
         row += [_cell(lc, long_bucket) if lc else "–"]
-        row += [_ratio(s, last, ref), _ratio_with_ci(s, lc, ref_bucket, long_bucket) if lc else "–"]
+        row += [_ratio(s, last, ref),
+                _ratio_with_ci(s, lc, ref_bucket, long_bucket, ic.parts if ic else None) if lc else "–"]
         row += [format_value(wer[label].value.get(ref_bucket, math.nan)), format_value(wer[label].value.get(last, math.nan)),
                 format_value(long_wer[label].value.get(long_bucket, math.nan)) if label in long_wer else "–"]
         lines.append("| " + " | ".join(row) + " |")

@@ -42,6 +42,7 @@ from asr_pe.evaluation.buckets import (
     write_bucket_files,
     write_per_utt,
 )
+from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
 from asr_pe.evaluation.scoring import score_record
 from asr_pe.inference.decode import decode_batch
 from asr_pe.inference.device import resolve_device
@@ -250,4 +251,10 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
             print(format_table(rows))
             print(f"bucket edges (s): {meta['edges']}; buckets without utterances have no row")
             results[f"{name}{suffix}"] = rows
+    # a long-form set evaluated with the set holding its parts: the in-context ratio beside it
+    for long, (alone, parts) in in_context_pairs(test_utts, test_sets).items():
+        ic = write_in_context(run_dir / "eval" / f"{long}{suffix}", run_dir / "eval" / f"{alone}{suffix}",
+                              parts, alone_set=alone, n_boot=int(settings["n_boot"]))
+        print(f"[asr_pe] {long}: in-context ratio {ic.ratio:.2f}x [{ic.ci_low:.2f}, {ic.ci_high:.2f}] "
+              f"(whole {ic.whole:.2f} % / alone on {alone} {ic.alone:.2f} %, {len(ic.rows)} recordings)")
     return results

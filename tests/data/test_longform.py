@@ -453,3 +453,44 @@ def test_join_noise_is_seeded_per_recording(tmp_path):
 def test_bad_seed(tmp_path, corpus):
     with pytest.raises(LongformError, match="seed must be an integer >= 0"):
         build_longform(corpus, [3], tmp_path / "lf", seed=-1)
+
+
+def _noise_corpus(root, spec, seed=0):
+    """Like make_corpus, but each utterance is its own random wave (int16 steps), so a part found
+    at the wrong sample offset cannot match."""
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    utts = []
+    for i, (spk, dur) in enumerate(spec):
+        path = root / f"n{i:03d}.wav"
+        wave = rng.integers(-8000, 8000, size=int(round(dur * SR))).astype(np.float32) / 32768
+        sf.write(path, wave, SR, subtype="PCM_16")
+        utts.append(Utterance(id=f"n{i:03d}", audio_filepath=str(path), duration=dur,
+                              text=f"word{i}", speaker=spk))
+    return utts
+
+
+@pytest.mark.parametrize("gap_s", [GAP, 0.0])
+def test_parts_record_where_each_source_lies(tmp_path, gap_s):
+    """Every recording's ``parts`` name its sources in order, and the samples in [start, end) are
+    the source's samples exactly; with gap_s = 0 the parts abut (each starts where the last ends)."""
+    corpus = _noise_corpus(tmp_path / "src", SPEC)
+    by_id = {u.id: u for u in corpus}
+    out, _ = build_longform(corpus, [6], tmp_path / "lf", gap_s=gap_s)
+    sources = json.loads((tmp_path / "lf" / "sources.json").read_text())
+    assert out and all(u.parts is not None for u in out)
+    for u in out:
+        assert [p.id for p in u.parts] == sources[u.id]
+        wave, _ = sf.read(u.audio_filepath, dtype="float32")
+        for k, part in enumerate(u.parts):
+            a, b = round(part.start * SR), round(part.end * SR)
+            assert (a, b) == (part.start * SR, part.end * SR)          # on the sample grid
+            src, _ = sf.read(by_id[part.id].audio_filepath, dtype="float32")
+            np.testing.assert_array_equal(wave[a:b], src)
+            if k:
+                assert a - round(u.parts[k - 1].end * SR) == round(gap_s * SR)
+        assert u.parts[0].start == 0 and u.parts[-1].end == pytest.approx(u.duration)
+        if gap_s == 0:
+            assert len(wave) == sum(frames(by_id[p.id].audio_filepath) for p in u.parts)
+    # the manifest on disk carries the same parts
+    assert [u.parts for u in read_manifest(tmp_path / "lf" / "longform.jsonl")] == [u.parts for u in out]

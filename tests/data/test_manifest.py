@@ -55,6 +55,19 @@ def test_parses_fields_resolves_relative_paths_and_default_ids(corpus):
     assert [u.source for u in utts] == [f"{path}:1", f"{path}:3", f"{path}:4"]
 
 
+def test_parts_are_kept_and_written_back(corpus, tmp_path):
+    """A long-form row's ``parts`` (source ids and spans) survive a read-write-read round trip."""
+    _, manifest = corpus
+    parts = [{"id": "u1", "start": 0.0, "end": 0.2}, {"id": "u2", "start": 0.25, "end": 0.5}]
+    utts = read_manifest(manifest(GOOD | {"id": "rec", "parts": parts}, GOOD | {"id": "plain"}))
+    assert [p.to_json() for p in utts[0].parts] == parts and utts[1].parts is None
+    out = tmp_path / "out.jsonl"
+    write_manifest(out, utts, relative_paths=True)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0]["parts"] == parts and "parts" not in rows[1]
+    assert read_manifest(out) == utts
+
+
 def test_default_id_offset_format():
     assert default_id("/x/rec.flac", 0.0) == "rec"
     assert default_id("/x/rec.flac", 12.5) == "rec_12.5"
@@ -85,6 +98,12 @@ BAD_LINES = [
     ({**GOOD, "audio_filepath": "audio/missing.wav"}, "audio file not found"),
     ({**GOOD, "id": ""}, "id must be a non-empty string"),
     ({**GOOD, "speaker": ["a"]}, "speaker must be a string"),
+    ({**GOOD, "parts": []}, "parts must be a non-empty list"),
+    ({**GOOD, "parts": [{"id": "u1", "start": 0.0}]}, "exactly the keys id, start, end"),
+    ({**GOOD, "parts": [{"id": "u1", "start": 0.3, "end": 0.2}]}, "0 <= start < end"),
+    ({**GOOD, "parts": [{"id": "u1", "start": 0.2, "end": 0.3}, {"id": "u2", "start": 0.1, "end": 0.4}]},
+     "must be in time order"),
+    ({**GOOD, "parts": [{"id": "u1", "start": 0.0, "end": 0.9}]}, "after the recording's duration"),
 ]
 
 

@@ -135,3 +135,40 @@ def test_difference_only_counts_the_bucket_and_needs_the_same_utterances(tmp_pat
     assert difference_ci([a], [tmp_path / "remedy"]) is None
     with pytest.raises(ValueError, match="at least one eval set"):
         difference_ci([], [b])
+
+
+def _named_set(folder, utts):
+    """utts: (id, duration, char_errors, ref_chars) -> folder/per_utt.jsonl."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "per_utt.jsonl").write_text("".join(
+        json.dumps({"id": i, "duration": d, "errors": e, "ref_words": r // 5, "char_errors": e, "ref_chars": r})
+        + "\n" for i, d, e, r in utts))
+    return folder
+
+
+def test_parts_keep_a_recording_and_the_reference_utterances_inside_it_together(tmp_path):
+    """A long set built from the short set: each recording holds one reference utterance and
+    errs twice as often. Drawn together (clusters), every draw's ratio is exactly 2; drawn as if
+    the sets were independent, the CI is wide."""
+    rng = np.random.default_rng(4)
+    errs = rng.integers(1, 20, size=20)
+    short = _named_set(tmp_path / "s", [(f"t{k}", 3.0, int(e), 60) for k, e in enumerate(errs)])
+    long = _named_set(tmp_path / "l", [(f"r{k}", 160.0, 2 * int(e), 60) for k, e in enumerate(errs)])
+    parts = {f"r{k}": [f"t{k}", f"other{k}"] for k in range(20)}
+    assert length_ratio_ci([short], [long], ref_lo=2, ref_hi=4, parts=parts) == pytest.approx((2.0, 2.0))
+    low, high = length_ratio_ci([short], [long], ref_lo=2, ref_hi=4)
+    assert low < 1.6 and high > 2.5
+    # recordings that share an utterance form one cluster: still exactly 2 in every draw
+    parts["r1"] = ["t0", "t1"]
+    assert length_ratio_ci([short, short], [long, long], ref_lo=2, ref_hi=4, parts=parts) == pytest.approx((2.0, 2.0))
+
+
+def test_parts_without_overlap_give_a_ci_around_the_point(tmp_path):
+    rng = np.random.default_rng(5)
+    short = _named_set(tmp_path / "s", [(f"t{k}", 3.0, int(e), 60) for k, e in enumerate(rng.binomial(60, 0.1, 40))])
+    long = _named_set(tmp_path / "l", [(f"r{k}", 160.0, int(e), 1500) for k, e in enumerate(rng.binomial(1500, 0.2, 10))])
+    _, e_s, r_s = read_errors(short, lo=2, hi=4)
+    _, e_l, r_l = read_errors(long)
+    point = (e_l.sum() / r_l.sum()) / (e_s.sum() / r_s.sum())
+    low, high = length_ratio_ci([short], [long], ref_lo=2, ref_hi=4, parts={"r0": ["elsewhere"]}, n_boot=2000)
+    assert low < point < high

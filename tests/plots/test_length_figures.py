@@ -109,13 +109,13 @@ def test_faceted_figure_has_a_panel_per_family_present_and_the_ratio_panel(study
     fig = lf.plot_faceted(short, long, path, "cer")
     assert is_png(path) and not list(tmp_path.glob(".*tmp*"))
     titles = [ax.get_title() for ax in fig.axes]
-    assert titles == [lf.FAMILY_TITLES[f] for f in ("input", "q/k rotation", "logit bias")] + ["CER 160 s / CER 2-4 s"]
+    assert titles == [lf.FAMILY_TITLES[f] for f in ("input", "q/k rotation", "logit bias")] + ["CER 160 s / CER 2-4 s (different content)"]
     for ax in fig.axes[:3]:                       # none is the reference in every family panel
         assert "none (ref.)" in [t.get_text() for t in ax.get_legend().get_texts()]
     assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == ["none (ref.)", "rope"]
     ratio_ax = fig.axes[-1]
     assert [t.get_text() for t in ratio_ax.get_yticklabels()][-1] == "rope"     # largest ratio on top
-    assert "min–max of the per-seed ratios (no per-utterance scores)" in ratio_ax.get_xlabel()
+    assert "min–max of the per-seed ratios (no per-utterance scores or parts)" in ratio_ax.get_xlabel()
 
 
 def write_per_utt(run: Path, test_set: str, utts):
@@ -132,12 +132,16 @@ def test_ratio_whiskers_are_the_bootstrap_ci_where_runs_have_per_utterance_score
         write_per_utt(run, "test", [(1.5, 50.0)] * 3 + [(3.0, cer_24)] * 5 + [(45.0, 90.0)] * 2)
         write_per_utt(run, "longform", [(158.0, cer_long)] * 4)
     short, long = series(study)
-    ratios = {r.label: r for r in lf.long_short_ratios(short, long, ref_bucket="2-4")}
+    # the CI needs the parts: which reference utterances (u3..u7) each recording holds
+    parts = {"rope/ctc": {"u0": ["u3", "u4"], "u1": ["u5"], "u2": ["u6", "u7"], "u3": ["u0"]}}
+    ratios = {r.label: r for r in lf.long_short_ratios(short, long, ref_bucket="2-4", parts=parts)}
     rope = ratios["rope/ctc"]
     assert rope.is_ci and (rope.low, rope.high) == pytest.approx((26.0 / 7.0, 26.0 / 7.0))
     assert not ratios["none/ctc"].is_ci and ratios["none/ctc"].low < ratios["none/ctc"].high
+    # without parts, no CI: the sets may overlap
+    assert not {r.label: r for r in lf.long_short_ratios(short, long, ref_bucket="2-4")}["rope/ctc"].is_ci
     fig = lf.plot_faceted(short, long, tmp_path / "cer_by_family.png", "cer")
-    assert "95 % bootstrap CI; min–max of seeds where no per-utterance scores" in fig.axes[-1].get_xlabel()
+    assert "min–max of the per-seed ratios (no per-utterance scores or parts)" in fig.axes[-1].get_xlabel()
 
 
 def test_facets_by_family_put_none_in_each_and_by_encoder_split_the_encoders(study):

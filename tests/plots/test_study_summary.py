@@ -66,24 +66,57 @@ def test_accuracy_table_seed_means_per_seed_values_and_ratios(study):
     rows = _rows(table)
     assert list(rows) == ["rope", "none"]                     # by 2-4 s CER: 7.0 before 10.0
     rope = rows["rope"]
-    assert rope[1] == "0, 1"
-    assert rope[2:6] == ["6.5 (6.0, 7.0)", "7.0 (8.0, 6.0)", "15.0 (16.0, 14.0)", "26.0 (24.0, 28.0)"]
-    assert rope[6:8] == [f"{15 / 7:.2f}×", f"{26 / 7:.2f}×"]  # ratios of the seed means
-    assert rope[8:11] == ["28.0", "60.0", "104.0"]            # WER = 4 × CER in the fakes
-    assert rows["none"][2:8] == ["11.0", "10.0", "11.0", "12.0", "1.10×", "1.20×"]
+    assert "in-context 160 s" in header.split(" | ")[2]       # the lead column
+    assert rope[1] == "0, 1" and rope[2] == "–"               # no per-utterance scores: no in-context ratio
+    assert rope[3:7] == ["6.5 (6.0, 7.0)", "7.0 (8.0, 6.0)", "15.0 (16.0, 14.0)", "26.0 (24.0, 28.0)"]
+    assert rope[7:9] == [f"{15 / 7:.2f}×", f"{26 / 7:.2f}×"]  # ratios of the seed means
+    assert rope[9:12] == ["28.0", "60.0", "104.0"]            # WER = 4 × CER in the fakes
+    assert rows["none"][3:9] == ["11.0", "10.0", "11.0", "12.0", "1.10×", "1.20×"]
 
 
-def test_the_long_form_ratio_carries_its_bootstrap_ci_where_runs_have_per_utterance_scores(study):
-    # every utterance at its bucket's CER: every bootstrap draw gives the point, so the CI is exact
-    for seed, (cer_24, cer_long) in enumerate([(8.0, 24.0), (6.0, 28.0)]):
-        for test_set, utts in (("test", [(3.0, cer_24)] * 5 + [(1.0, 70.0)] * 2), ("longform", [(158.0, cer_long)] * 3)):
-            lines = [json.dumps({"id": f"u{i}", "duration": d, "errors": 0, "ref_words": 20, "char_errors": round(c),
-                                 "ref_chars": 100}) for i, (d, c) in enumerate(utts)]
-            (study / f"rope_ctc_s{seed}" / "eval" / test_set / "per_utt.jsonl").write_text("\n".join(lines) + "\n")
-    rows = _rows(accuracy_table([study], short_set="test", long_set="longform", buckets=["0-2", "2-4", "32-64"],
-                                ref_bucket="2-4", long_bucket="128-256"))
-    assert rows["rope"][7] == f"{26 / 7:.2f}× [{26 / 7:.2f}, {26 / 7:.2f}]"
-    assert rows["none"][7] == "1.20×"                         # no per-utterance scores: no CI
+def _word(errors: int) -> str:
+    """A 9-character word with ``errors`` substituted characters (the reference is 'aaaaaaaaa')."""
+    return "b" * errors + "a" * (9 - errors)
+
+
+def _text_records(folder: Path, records):
+    """(id, duration, ref, hyp) -> folder/per_utt.jsonl with the counts evaluate.py writes."""
+    from asr_pe.evaluation.scoring import score_record
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "per_utt.jsonl").write_text("".join(json.dumps(score_record(*r)) + "\n" for r in records))
+
+
+def test_in_context_leads_and_the_cross_set_ci_needs_the_parts(study, tmp_path):
+    """rope's seeds: u0..u4 (3 s, the 2-4 s bucket) and v0 (1 s) decoded alone with a errors each
+    too; the three recordings [u0, u1], [u2, u3], [u4, v0] decoded whole with three times the
+    errors in every part. The in-context ratio is 3 in every recording, so its CI is exactly 3;
+    the cross-set ratio gets the clustered CI with the parts and none without them."""
+    from asr_pe.evaluation.length_ratio import length_ratio_ci
+    parts = {"r0": ["u0", "u1"], "r1": ["u2", "u3"], "r2": ["u4", "v0"]}
+    for seed, a in ((0, 1), (1, 2)):
+        run = study / f"rope_ctc_s{seed}"
+        alone = {f"u{i}": a for i in range(5)} | {"v0": a}
+        _text_records(run / "eval" / "test", [(u, 3.0 if u != "v0" else 1.0, "aaaaaaaaa", _word(e))
+                                              for u, e in alone.items()])
+        _text_records(run / "eval" / "longform", [
+            (rid, 158.0, " ".join(["aaaaaaaaa"] * len(ids)), " ".join(_word(3 * alone[u]) for u in ids))
+            for rid, ids in parts.items()])
+    parts_file = tmp_path / "parts.json"
+    parts_file.write_text(json.dumps(parts))
+    kwargs = dict(short_set="test", long_set="longform", buckets=["0-2", "2-4", "32-64"], ref_bucket="2-4",
+                  long_bucket="128-256")
+    rows = _rows(accuracy_table([study], parts_path=parts_file, **kwargs))
+    assert rows["rope"][2] == "3.00× [3.00, 3.00]" and rows["none"][2] == "–"
+    ci = length_ratio_ci([study / f"rope_ctc_s{s}" / "eval" / "test" for s in (0, 1)],
+                         [study / f"rope_ctc_s{s}" / "eval" / "longform" for s in (0, 1)],
+                         ref_lo=2, ref_hi=4, parts=parts)
+    # (the point comes from the fakes' buckets.csv, the CI from these per-utterance records)
+    assert rows["rope"][8] == f"{26 / 7:.2f}× [{ci[0]:.2f}, {ci[1]:.2f}]"
+    assert ci == pytest.approx(((9 / 19) / (1.5 / 9),) * 2)   # seed means: 6a/19 long, a/9 short
+    assert rows["none"][8] == "1.20×"                         # no per-utterance scores: no CI
+    # without the parts (and no manifest that names them) neither the in-context ratio nor a CI
+    rows = _rows(accuracy_table([study], **kwargs))
+    assert rows["rope"][2] == "–" and rows["rope"][8] == f"{26 / 7:.2f}×"
 
 
 def _write_per_utt(run: Path, test_set: str, utts):

@@ -112,6 +112,15 @@ def test_gap_lines_keep_talks_and_own_speaker_speech_cuts_them(build, tmp_path):
     ]
     assert talks[1].text == "i'm going to talk today about music and about the people who make it"
     assert talks[2].text == "that was a song from my grandmother's village thank you"
+    # each talk lists its segments (ids of dev.jsonl) with their spans relative to the talk's start,
+    # so the talk decoded whole can be scored against the same segments decoded alone
+    segments = {u.id: u for u in dev}
+    for talk in talks:
+        assert talk.text == " ".join(segments[p.id].text for p in talk.parts)
+        for p in talk.parts:
+            assert p.start == pytest.approx(segments[p.id].offset - talk.offset, abs=1e-6)
+            assert p.end - p.start == pytest.approx(segments[p.id].duration, abs=1e-6)
+        assert talk.parts[-1].end == pytest.approx(talk.duration, abs=1e-6)
     stats = result["dev"]["stats"]
     assert (stats["inter_segment_gaps"], stats["unscored_speech_segments"], stats["empty_after_normalisation"]) == (
         8, 1, 1)

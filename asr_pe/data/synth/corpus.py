@@ -203,20 +203,28 @@ def _resample_to_int16(samples: np.ndarray, orig_sr: int, new_sr: int) -> np.nda
 
 
 def make_utterance(config: SynthConfig, split: str, index: int, corpus_dir: Path,
-                   synth: IsolatedSynthesizer) -> dict[str, Any]:
+                   synth: IsolatedSynthesizer, *, window: tuple[float, float] | None = None,
+                   speaker_index: int | None = None) -> dict[str, Any]:
     """Synthesize utterance ``index`` of ``split``, write its audio, return its record.
 
     Draws a speaker with jittered rate and pitch, a target duration inside the window,
     and a word count from the speaker's rate; text is regenerated (deterministically, with
     the next draws of the same generator) with an adjusted word count until the audio
-    falls inside the window.
+    falls inside the window. ``window`` ([low, high] s) and ``speaker_index`` replace the
+    split's duration window and the drawn speaker, for pools outside the corpus's splits
+    (`asr_pe.data.synth.ladder`); the draws stay the same, so the corpus's splits are unchanged.
     """
     utt_seed = utterance_seed(config.seed, split, index)
     rng = random.Random(utt_seed)
     speaker = config.speakers[rng.randrange(config.num_speakers)]
+    if speaker_index is not None:
+        speaker = config.speakers[speaker_index % config.num_speakers]
     rate = round(speaker.rate * (1.0 + rng.uniform(-config.rate_jitter, config.rate_jitter)))
     pitch = min(100, max(0, speaker.pitch + rng.randint(-config.pitch_jitter, config.pitch_jitter)))
-    low, high, high_inclusive = duration_window(config, split, index)
+    if window is None:
+        low, high, high_inclusive = duration_window(config, split, index)
+    else:
+        low, high, high_inclusive = float(window[0]), float(window[1]), True
     margin = 0.1 * (high - low)
     target = rng.uniform(low + margin, high - margin) if split == "test" else rng.uniform(low, high)
     num_words = max(1, round(target * rate / 60.0 * _WORDS_PER_NOMINAL_WORD))
@@ -285,10 +293,11 @@ def _init_worker(config: SynthConfig, corpus_dir: Path) -> None:
     mp.util.Finalize(_WORKER_SYNTH, _WORKER_SYNTH.close, exitpriority=10)
 
 
-def _work(job: tuple[str, int]) -> dict[str, Any]:
+def _work(job: tuple) -> dict[str, Any]:
+    """``job``: (split, index) or (split, index, make_utterance keyword options)."""
     assert _WORKER_SYNTH is not None and _WORKER_ARGS is not None, "worker not initialised"
     config, corpus_dir = _WORKER_ARGS
-    return make_utterance(config, job[0], job[1], corpus_dir, _WORKER_SYNTH)
+    return make_utterance(config, job[0], job[1], corpus_dir, _WORKER_SYNTH, **(job[2] if len(job) > 2 else {}))
 
 
 @contextlib.contextmanager
@@ -301,13 +310,14 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _run_jobs(config: SynthConfig, corpus_dir: Path, jobs: list[tuple[str, int]],
+def _run_jobs(config: SynthConfig, corpus_dir: Path, jobs: list[tuple],
               workers: int) -> Iterator[dict[str, Any]]:
-    """Yield records of ``jobs`` as they finish (order depends on scheduling)."""
+    """Yield records of ``jobs`` ((split, index[, options]), see `_work`) as they finish (order
+    depends on scheduling)."""
     if workers <= 1 or len(jobs) <= 1:
         with _torch_threads(1), IsolatedSynthesizer() as synth:
-            for split, index in jobs:
-                yield make_utterance(config, split, index, corpus_dir, synth)
+            for job in jobs:
+                yield make_utterance(config, job[0], job[1], corpus_dir, synth, **(job[2] if len(job) > 2 else {}))
         return
     methods = mp.get_all_start_methods()
     context = mp.get_context("fork" if "fork" in methods else "spawn")

@@ -1,0 +1,55 @@
+#!/usr/bin/env python
+"""The dose-response figure and table of length on the ladder: the in-context ratio versus the rung,
+per PE (seeds pooled, two-level 95 % CI), one panel per join variant (asr_pe/plots/dose_response.py).
+
+    python scripts/plot_dose_response.py --runs runs/synth_study/*_ctc_s* --ladder <ladder dir> \\
+        [--pool test] [--suffix ""] --out recipes/synth/study/ladder
+
+Writes <out>/dose_response_<pool><suffix>.png and .md. The runs must have been decoded on the
+pool's sets (scripts/evaluate_ladder.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from asr_pe.data.synth.ladder import ladder_sets  # noqa: E402
+from asr_pe.evaluation.in_context import InContextError  # noqa: E402
+from asr_pe.io import atomic_write_text  # noqa: E402
+from asr_pe.plots.dose_response import dose_response_markdown, ladder_series, plot_dose_response  # noqa: E402
+from asr_pe.plots.wer_vs_length import RunDirError  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", nargs="+", required=True, help="run directories or folders holding them")
+    parser.add_argument("--ladder", required=True, help="the ladder folder (python -m asr_pe.data.synth.ladder)")
+    parser.add_argument("--pool", default="test", choices=("test", "dev"))
+    parser.add_argument("--suffix", default="", help="an inference setting's result suffix (eval/<set><suffix>)")
+    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        series = ladder_series(args.runs, ladder_sets(args.ladder), pool=args.pool, suffix=args.suffix,
+                               n_boot=args.n_boot)
+    except (RunDirError, FileNotFoundError, InContextError, KeyError, ValueError) as e:
+        print(f"plot_dose_response: {e}", file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"dose_response_{args.pool}{args.suffix}"
+    plot_dose_response(series, stem.with_suffix(".png"))
+    atomic_write_text(stem.with_suffix(".md"), dose_response_markdown(series))
+    print(stem.with_suffix(".png"))
+    print(stem.with_suffix(".md"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
