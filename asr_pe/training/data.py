@@ -179,6 +179,21 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     return RunData(manifests, train, dev, tokenizer, features, cmvn, report)
 
 
+class LoaderTimeoutError(RuntimeError):
+    """A DataLoader worker delivered no batch within ``data.loader_timeout_s``."""
+
+
+def loader_timeout_error(error: BaseException, data_cfg: DictConfig) -> LoaderTimeoutError | None:
+    """PyTorch's "DataLoader timed out" as an error that says what happened and what to try."""
+    if "DataLoader timed out" not in str(error):
+        return None
+    return LoaderTimeoutError(
+        f"{error}: a loader worker delivered no batch within data.loader_timeout_s="
+        f"{data_cfg.get('loader_timeout_s', DEFAULT_LOADER_TIMEOUT_S)} (a worker that cannot write its shared "
+        f"memory, e.g. a full /dev/shm, or one stuck reading audio); the run resumes from its last checkpoint "
+        f"with resume=true. Try data.num_workers=0, more shared memory, or a larger data.loader_timeout_s")
+
+
 class ResumableLoader(torch.utils.data.DataLoader):
     """A DataLoader over a `DurationBucketSampler` that checkpoints where the epoch stands.
 

@@ -17,7 +17,7 @@ from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwarg
 
 from .checkpoint_io import RunFolderCheckpointIO
 from .checkpoints import remove_partial_writes, run_checkpoints
-from .data import ASRDataModule, prepare_run_data
+from .data import ASRDataModule, loader_timeout_error, prepare_run_data
 from .logs import conventional_logging
 from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed
@@ -147,6 +147,8 @@ def train(cfg: DictConfig) -> Path:
         set_aside_metrics(run_dir, plan.step)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
+    except RuntimeError as e:
+        raise loader_timeout_error(e, cfg.data) or e
     finally:  # also when the fit fails: no metrics part left behind
         if trainer.is_global_zero:
             merge_metrics(run_dir)
