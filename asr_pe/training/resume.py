@@ -37,6 +37,7 @@ RUN_CONTENT = ("config.yaml", "run_info.json", "checkpoints", "tokenizer.json", 
                "logs", "eval")
 RESUMES_FILE = "resumes.json"   # one entry per resume: step, checkpoint, settings changed
 
+_ABSENT = object()
 EVERYTHING = "*"   # a command line whose keys cannot be listed (a global-package group such as experiment=)
 
 
@@ -112,6 +113,8 @@ def resumed_config(cfg: DictConfig, run_dir: Path, keys: set[str] | str) -> Dict
     now = OmegaConf.to_container(cfg, resolve=True)
     out: dict[str, Any] = {}
     for key in {*now, *saved}:
+        if key not in now and (key in keys or key not in saved):
+            continue  # deleted on the command line (~key)
         if key in keys or key not in saved:
             out[key] = now[key]
         elif key in now and key not in MODEL_SECTIONS:
@@ -120,7 +123,14 @@ def resumed_config(cfg: DictConfig, run_dir: Path, keys: set[str] | str) -> Dict
             out[key] = saved[key]
     merged = OmegaConf.create(out)
     for key in sorted(k for k in keys if "." in k):
-        OmegaConf.update(merged, key, OmegaConf.select(cfg, key), merge=False, force_add=True)
+        value = OmegaConf.select(cfg, key, default=_ABSENT)
+        if value is _ABSENT:  # deleted on the command line (~a.b)
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(merged, parent)
+            if isinstance(node, DictConfig) and leaf in node:
+                del node[leaf]
+        else:
+            OmegaConf.update(merged, key, value, merge=False, force_add=True)
     merged.run_dir = str(run_dir)
     merged.resume = now.get("resume")
     return merged

@@ -330,3 +330,25 @@ def test_prepared_files_are_used_only_with_the_settings_they_were_made_for(tiny_
     assert "of an unfinished data preparation removed" in r.stdout
     tok = json.loads((run / "tokenizer.json").read_text())
     assert tok["kind"] == "sentencepiece"
+
+
+def test_a_resumed_config_is_the_saved_one_with_the_command_lines_keys(tmp_path):
+    """`resumed_config`: sections the command line did not name come from config.yaml (even where
+    the defaults differ), named keys from the command line, deleted keys are gone; an option added
+    to a non-model section since the run was saved gets its default. (The slow test above runs it
+    through train.py, where Hydra lists the keys.)"""
+    from omegaconf import OmegaConf
+
+    from asr_pe.training.resume import EVERYTHING, resumed_config
+    from integration.e2e_helpers import compose_train
+
+    saved = OmegaConf.to_container(compose_train(["pe=rope", "trainer.max_steps=7", "optim.lr=1e-3", "seed=3"]),
+                                   resolve=True)
+    del saved["eval"]["remedy"]   # as if the option did not exist when the run was saved
+    (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(saved))
+    now = compose_train(["trainer.max_steps=20", f"run_dir={tmp_path}", "resume=true", "~trainer.gradient_clip_val"])
+    out = resumed_config(now, tmp_path, {"trainer.max_steps", "run_dir", "resume", "trainer.gradient_clip_val"})
+    assert out.pe.name == "rope" and out.seed == 3 and out.optim.lr == 1e-3 and out.name == saved["name"]
+    assert out.trainer.max_steps == 20 and "gradient_clip_val" not in out.trainer
+    assert out.run_dir == str(tmp_path) and out.resume is True and out.eval.remedy == now.eval.remedy
+    assert resumed_config(now, tmp_path, EVERYTHING) is now
