@@ -199,11 +199,15 @@ def test_a_copied_run_resumes_from_its_folder_alone(tiny_corpus, tmp_path):
         assert float(row["train/lr"]) == pytest.approx(peak * lr_multiplier(step, kind="noam", warmup_steps=5),
                                                        rel=1e-5), step
     # best.ckpt holds the lowest validation CER over both launches, not the first one after the copy
+    # (saved by the validation that first reached the lowest CER: a validation logged at step s
+    # ran after s + 1 training steps)
     with open(copy / "logs" / "metrics.csv", newline="") as f:
-        cers = [float(r["val/cer"]) for r in csv.DictReader(f) if r.get("val/cer")]
-    assert len(cers) >= 2
+        vals = [(int(r["step"]), float(r["val/cer"])) for r in csv.DictReader(f) if r.get("val/cer")]
+    assert len(vals) >= 2 and vals[0][0] < 8 <= vals[-1][0], vals
+    first_best = min(vals, key=lambda v: (v[1], v[0]))
     best = torch.load(copy / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
-    assert float(best["callbacks"]["asr_pe.BestCheckpoint"]["best_model_score"]) == pytest.approx(min(cers))
+    assert float(best["callbacks"]["asr_pe.BestCheckpoint"]["best_model_score"]) == pytest.approx(first_best[1])
+    assert best["global_step"] == first_best[0] + 1, (best["global_step"], vals)
 
 
 @pytest.mark.slow  # three tiny trainings, ~2.5 min on 2 busy cores
