@@ -15,10 +15,14 @@ from asr_pe.models.encoder import EncoderConfigError
 from asr_pe.models.positional import UnknownPEError
 
 from .evaluate import EvalSettingsError
+from .resume import ResumeError
+from .run_dir import PreparedDataMismatch, ResumeConflict
+from .run_lock import RunInUseError
 from .slurm import SlurmLayoutError
 
 USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError,
-               SlurmLayoutError, DeviceError, EvalSettingsError, EncoderConfigError)
+               SlurmLayoutError, DeviceError, EvalSettingsError, EncoderConfigError,
+               ResumeError, ResumeConflict, PreparedDataMismatch, RunInUseError)
 
 
 @contextlib.contextmanager

@@ -26,6 +26,8 @@ from asr_pe.data.tokenizer import Tokenizer, build_tokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
 
+DEFAULT_LOADER_TIMEOUT_S = 600.0  # data.loader_timeout_s when a config predates the key
+
 
 def _as_list(x: Any) -> list[str]:
     if x is None:
@@ -177,6 +179,21 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     return RunData(manifests, train, dev, tokenizer, features, cmvn, report)
 
 
+class LoaderTimeoutError(RuntimeError):
+    """A DataLoader worker delivered no batch within ``data.loader_timeout_s``."""
+
+
+def loader_timeout_error(error: BaseException, data_cfg: DictConfig) -> LoaderTimeoutError | None:
+    """PyTorch's "DataLoader timed out" as an error that says what happened and what to try."""
+    if "DataLoader timed out" not in str(error):
+        return None
+    return LoaderTimeoutError(
+        f"{error}: a loader worker delivered no batch within data.loader_timeout_s="
+        f"{data_cfg.get('loader_timeout_s', DEFAULT_LOADER_TIMEOUT_S)} (a worker that cannot write its shared "
+        f"memory, e.g. a full /dev/shm, or one stuck reading audio); the run resumes from its last checkpoint "
+        f"with resume=true. Try data.num_workers=0, more shared memory, or a larger data.loader_timeout_s")
+
+
 class ResumableLoader(torch.utils.data.DataLoader):
     """A DataLoader over a `DurationBucketSampler` that checkpoints where the epoch stands.
 
@@ -235,6 +252,14 @@ class ASRDataModule(L.LightningDataModule):
         """Training batches of the current epoch this rank has run (the trainer's own count)."""
         return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
+    def _timeout(self) -> dict[str, float]:
+        """``timeout=`` for a loader with workers: a worker that cannot deliver (e.g. it cannot
+        write its shared memory) would otherwise leave training waiting at its step forever,
+        deaf to SIGTERM (Lightning acts on it between batches). PyTorch allows it only with workers."""
+        if int(self.cfg.num_workers) <= 0:
+            return {}
+        return {"timeout": float(self.cfg.get("loader_timeout_s", DEFAULT_LOADER_TIMEOUT_S))}
+
     def train_dataloader(self):
         sampler = self._sampler(self.train_set, shuffle=True)
         # The epoch a fresh loader starts in (Lightning calls set_epoch only after it has created
@@ -242,7 +267,7 @@ class ASRDataModule(L.LightningDataModule):
         sampler.set_epoch(self.trainer.current_epoch if self.trainer is not None else 0)
         return ResumableLoader(
             self.train_set, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
-            persistent_workers=self.cfg.num_workers > 0, batches_done=self._batches_done,
+            persistent_workers=self.cfg.num_workers > 0, batches_done=self._batches_done, **self._timeout(),
         )
 
     def val_dataloader(self):
@@ -250,5 +275,5 @@ class ASRDataModule(L.LightningDataModule):
             return []
         return torch.utils.data.DataLoader(
             self.dev_set, batch_sampler=self._sampler(self.dev_set, shuffle=False), collate_fn=collate,
-            num_workers=self.cfg.num_workers, persistent_workers=self.cfg.num_workers > 0,
+            num_workers=self.cfg.num_workers, persistent_workers=self.cfg.num_workers > 0, **self._timeout(),
         )

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from asr_pe.io import atomic_write_json, atomic_write_text
+from asr_pe.io import atomic_write_json
 
 # Sections that define the model and its data; a resumed run must not change them.
 MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
 # Keys of those sections that only say how batches are loaded, not what they hold: a run may
 # resume with other values (e.g. a study moved from one 2-thread run with a feature worker to
 # two 1-thread runs without one).
-FREE_ON_RESUME = {"data": ("num_workers",)}
+FREE_ON_RESUME = {"data": ("num_workers", "loader_timeout_s")}
 
 
 def resolve_run_dir(cfg: DictConfig) -> Path:
@@ -33,9 +30,20 @@ def resolve_run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run_dir)
 
 
-def last_checkpoint(run_dir: Path) -> Path | None:
-    p = Path(run_dir) / "checkpoints" / "last.ckpt"
-    return p if p.exists() else None
+def hydra_output_subdir(output_dir: str) -> str:
+    """Where Hydra saves a start's config, overrides and its own config in the run folder:
+    ``.hydra`` the first time, ``.hydra/start-<date>_<time>`` on a later start into the same
+    folder (a resume), so the record of how the run was first launched is never overwritten."""
+    import time
+
+    first = Path(output_dir) / ".hydra"
+    if not (first / "config.yaml").exists():
+        return ".hydra"
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    sub, k = f"start-{stamp}", 1
+    while (first / sub).exists():
+        sub, k = f"start-{stamp}-{k}", k + 1
+    return f".hydra/{sub}"
 
 
 EVAL_DONE = Path("eval") / "done.json"   # written once the evaluation after training has finished
@@ -98,6 +106,10 @@ def run_label(cfg: Mapping[str, Any]) -> str:
     return label
 
 
+class ResumeConflict(ValueError):
+    """A resume that would change what the run's model is or what it trains on."""
+
+
 def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
     saved_path = Path(run_dir) / "config.yaml"
     if not saved_path.exists():
@@ -119,7 +131,7 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
 
     for key in MODEL_SECTIONS:
         if section(saved, key) != section(now, key):
-            raise ValueError(
+            raise ResumeConflict(
                 f"cannot resume {run_dir}: config section {key!r} differs from the saved config.yaml "
                 f"(resume with the same model/data settings; only trainer/optim/eval may change)"
             )
@@ -127,38 +139,6 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     atomic_write_json(path, obj, sort_keys=True)
-
-
-def set_aside_metrics(run_dir: Path) -> None:
-    """Before a resumed fit: keep the earlier ``logs/metrics.csv`` (Lightning's CSV logger would
-    overwrite it) as ``logs/metrics.part<k>.csv``; `merge_metrics` joins the parts afterwards."""
-    logs = Path(run_dir) / "logs"
-    current = logs / "metrics.csv"
-    if current.exists():
-        k = len(list(logs.glob("metrics.part*.csv")))
-        os.replace(current, logs / f"metrics.part{k}.csv")
-
-
-def merge_metrics(run_dir: Path) -> None:
-    """Write ``logs/metrics.csv`` as all parts in order (union of columns), atomically."""
-    logs = Path(run_dir) / "logs"
-    parts = sorted(logs.glob("metrics.part*.csv"), key=lambda p: int(p.stem.split("part")[1]))
-    if not parts:
-        return
-    files = parts + ([logs / "metrics.csv"] if (logs / "metrics.csv").exists() else [])
-    rows, columns = [], []
-    for f in files:
-        with open(f, newline="") as fh:
-            reader = csv.DictReader(fh)
-            columns += [c for c in reader.fieldnames or [] if c not in columns]
-            rows += list(reader)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns)
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(logs / "metrics.csv", buf.getvalue())
-    for p in parts:
-        p.unlink()
 
 
 DATA_READY = ".data_ready.json"  # written by rank 0 once the run's data files exist
@@ -172,15 +152,65 @@ def data_key(cfg: DictConfig) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+# What data preparation writes into the run folder and later launches reuse as they are.
+PREPARED_FILES = ("tokenizer.json", "cmvn.json")
+
+
+class PreparedDataMismatch(ValueError):
+    """The run folder's tokenizer / CMVN were made for other data settings than the config's."""
+
+
+def artifacts_key(cfg: DictConfig) -> str:
+    """Identifies what the prepared files depend on: the ``data`` section without the keys that
+    only say how batches are loaded (`FREE_ON_RESUME`)."""
+    import hashlib
+
+    data = OmegaConf.to_container(cfg.data, resolve=True)
+    data = {k: v for k, v in data.items() if k not in FREE_ON_RESUME["data"]}
+    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def check_prepared_data(run_dir: Path, key: str) -> None:
+    """Reuse the run folder's ``tokenizer.json`` / ``cmvn.json`` only when they were made for the
+    same data settings (``key``, `artifacts_key`, recorded in ``DATA_READY`` when preparation
+    finished). Files of a preparation that never finished (no record) were made for unknown
+    settings and nothing has trained on them yet: they are removed and made again. A record of
+    other settings is refused. (Records written before this check existed carry no key and are
+    trusted, like files of a run that has checkpoints.)"""
+    run_dir = Path(run_dir)
+    present = [name for name in PREPARED_FILES if (run_dir / name).exists()]
+    if not present:
+        return
+    try:
+        state = json.loads((run_dir / DATA_READY).read_text())
+    except (OSError, ValueError):
+        state = None
+    if state is None or state.get("error"):
+        if (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").glob("*.ckpt")):
+            return  # a run from before the record existed: its model was trained on these files
+        for name in present:
+            (run_dir / name).unlink()
+        print(f"[asr_pe] {run_dir}: {', '.join(present)} of an unfinished data preparation removed; preparing again",
+              flush=True)
+        return
+    recorded = state.get("artifacts_key")
+    if recorded is not None and recorded != key:
+        raise PreparedDataMismatch(
+            f"{run_dir}: {', '.join(present)} were prepared for other data settings than this config's "
+            f"'data' section (tokenizer, features, corpus); a model would train on mismatched files. "
+            f"Use another run_dir, or delete {', '.join(present)} and {DATA_READY} to prepare them again")
+
+
 def prepare_on_rank_zero(run_dir: Path, key: str, rank: int, prepare, *, timeout_s: float = 6 * 3600.0,
-                         poll_s: float = 2.0):
+                         poll_s: float = 2.0, artifacts: str | None = None):
     """Run ``prepare()`` on rank 0 first; the other ranks wait for it, then run it themselves.
 
     Data preparation writes files (corpus manifests, tokenizer, SentencePiece model, CMVN) that
     every rank then reads. Rank 0 prepares and writes ``DATA_READY`` (atomically) naming ``key``;
     the other ranks wait for that file and then call ``prepare()``, which finds every file in
     place and only reads. This needs no process group (under SLURM all tasks start at once,
-    before Lightning initialises one). A failure on rank 0 is written to the file too, so the
+    before Lightning initialises one). With ``artifacts`` (`artifacts_key`) rank 0 first checks
+    the files an earlier launch left (`check_prepared_data`) and records the key. A failure on rank 0 is written to the file too, so the
     others stop with its message instead of waiting. A file left by an earlier launch with the
     same key is a valid signal: preparation writes each file once and never rewrites it.
     """
@@ -188,12 +218,14 @@ def prepare_on_rank_zero(run_dir: Path, key: str, rank: int, prepare, *, timeout
 
     marker = Path(run_dir) / DATA_READY
     if rank == 0:
+        if artifacts is not None:
+            check_prepared_data(run_dir, artifacts)
         try:
             result = prepare()
         except BaseException as e:
-            atomic_write_json(marker, {"key": key, "error": f"{type(e).__name__}: {e}"})
+            atomic_write_json(marker, {"key": key, "artifacts_key": artifacts, "error": f"{type(e).__name__}: {e}"})
             raise
-        atomic_write_json(marker, {"key": key, "error": None})
+        atomic_write_json(marker, {"key": key, "artifacts_key": artifacts, "error": None})
         return result
     start = last_note = time.monotonic()
     while True:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar, TQDMProgressBar
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
@@ -16,21 +16,22 @@ from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 
 from .checkpoint_io import RunFolderCheckpointIO
-from .data import ASRDataModule, prepare_run_data
+from .checkpoints import remove_partial_writes, run_checkpoints
+from .data import ASRDataModule, loader_timeout_error, prepare_run_data
 from .logs import conventional_logging
+from .metrics_log import merge_metrics, set_aside_metrics
+from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed
+from .resume_optim import ApplyOptimSettings
+from .run_lock import hold_run_lock
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
 from .run_dir import (
-    check_resume_compatible,
+    artifacts_key,
     data_key,
-    eval_done,
-    last_checkpoint,
     mark_eval_done,
-    merge_metrics,
     pe_label,
     prepare_on_rank_zero,
     resolve_run_dir,
     run_label,
-    set_aside_metrics,
     training_remedy,
     write_json_atomic,
 )
@@ -47,14 +48,9 @@ def _progress_bars(cfg: DictConfig) -> list:
 
 
 def _callbacks(cfg: DictConfig, run_dir: Path) -> list:
-    ckpt_dir = run_dir / "checkpoints"
-    return [
-        ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", save_last=True, save_top_k=0,
-                        every_n_train_steps=int(cfg.checkpoint.every_n_train_steps), auto_insert_metric_name=False),
-        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/cer",
-                        mode="min", save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False),
-        *_progress_bars(cfg),
-    ]
+    # checkpoints/last.ckpt and best.ckpt under fixed names (training/checkpoints.py)
+    return [*run_checkpoints(run_dir, int(cfg.checkpoint.every_n_train_steps)), ApplyOptimSettings(),
+            *_progress_bars(cfg)]
 
 
 def _in_multirun() -> bool:
@@ -68,22 +64,13 @@ def train(cfg: DictConfig) -> Path:
     """Train one model as configured; returns its run directory."""
     conventional_logging()
     run_dir = resolve_run_dir(cfg)
+    resume = requeue_resume(parse_resume(cfg.get("resume", False)))  # a requeued SLURM job continues its run
+    saved_cfg = OmegaConf.load(run_dir / "config.yaml") if resume is not False and (run_dir / "config.yaml").exists() else None
+    if saved_cfg is not None:  # resuming: the run's own config.yaml is the config
+        cfg = resumed_config(cfg, run_dir, command_line_keys())
     run_dir.mkdir(parents=True, exist_ok=True)
-    resume = requeue_resume(cfg.get("resume", False))  # a requeued SLURM job continues its run
-    ckpt = last_checkpoint(run_dir)
-    if resume == "auto" and eval_done(run_dir):
-        log.info("run %s is finished (evaluation files exist); skipping", run_dir)
-        print(f"[asr_pe] finished run, skipped: {run_dir}")
-        return run_dir
-    if ckpt is not None and not resume:
-        raise FileExistsError(
-            f"{run_dir} already holds a checkpoint ({ckpt.name}); pass resume=true to continue it "
-            f"or choose another run_dir"
-        )
-    if ckpt is not None:
-        check_resume_compatible(run_dir, cfg)
     # The trainer first: it knows this process' rank (from the launcher's or SLURM's environment)
-    # before any process group exists, and only rank 0 writes the run's files.
+    # before any process group exists, and only rank 0 owns (locks and writes) the run folder.
     L.seed_everything(int(cfg.seed), workers=True)
     loggers = [CSVLogger(run_dir, name="", version="logs"), TensorBoardLogger(run_dir, name="", version="tb")]
     trainer = L.Trainer(
@@ -95,6 +82,16 @@ def train(cfg: DictConfig) -> Path:
         # under SLURM: its ranks, with submitit (not Lightning) requeuing; checkpoints atomic in the run folder
         plugins=[*slurm_plugins(), RunFolderCheckpointIO()],
     )
+    zero = trainer.is_global_zero
+    if zero:
+        hold_run_lock(run_dir)          # a second train.py on this folder stops here
+        remove_partial_writes(run_dir)  # .<file>.*.tmp of a process killed mid-write
+    plan = plan_start(run_dir, cfg, resume, owner=zero)
+    if plan.skip:
+        log.info("run %s is finished (evaluation files exist); skipping", run_dir)
+        print(f"[asr_pe] finished run, skipped: {run_dir}")
+        return run_dir
+    ckpt = plan.checkpoint
     check_slurm_layout(trainer.num_devices, trainer.num_nodes)
     check_multirun_ddp(_in_multirun(), trainer.world_size,
                        trainer.strategy.cluster_environment.creates_processes_externally
@@ -106,6 +103,11 @@ def train(cfg: DictConfig) -> Path:
     zero = trainer.is_global_zero
     if zero:
         print(f"[asr_pe] run directory: {run_dir}")
+        if ckpt is not None:
+            changed = settings_changed(OmegaConf.to_container(saved_cfg), OmegaConf.to_container(cfg, resolve=True))
+            record_resume(run_dir, plan, changed)
+            print(f"[asr_pe] resuming from {ckpt.name} (step {plan.step})"
+                  + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changed.items())}" if changed else ""))
         atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
     uses_ctc = float(cfg.loss.get("ctc_weight", 1.0)) > 0
@@ -114,7 +116,7 @@ def train(cfg: DictConfig) -> Path:
     frontend = frontend_from_config(kwargs["frontend"], kwargs["in_features"], kwargs["encoder"]["d_model"])
     data = prepare_on_rank_zero(
         run_dir, data_key(cfg), trainer.global_rank,
-        lambda: prepare_run_data(cfg.data, run_dir, frontend=frontend, uses_ctc=uses_ctc))
+        lambda: prepare_run_data(cfg.data, run_dir, frontend=frontend, uses_ctc=uses_ctc), artifacts=artifacts_key(cfg))
     log.info("data: %s", data.report)
 
     model = build_asr_model(**model_kwargs(plain_cfg, data.tokenizer.vocab_size))
@@ -142,10 +144,14 @@ def train(cfg: DictConfig) -> Path:
 
     datamodule = ASRDataModule(data, cfg.data, int(cfg.seed))
     if ckpt is not None and zero:
-        set_aside_metrics(run_dir)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
-    if trainer.is_global_zero:
-        merge_metrics(run_dir)
+        set_aside_metrics(run_dir, plan.step)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
+    except RuntimeError as e:
+        raise loader_timeout_error(e, cfg.data) or e
+    finally:  # also when the fit fails: no metrics part left behind
+        if trainer.is_global_zero:
+            merge_metrics(run_dir)
     print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
           f"{int(module.skipped_batches)}, dropped utterances: {int(module.dropped_utterances)}")
 

@@ -1,0 +1,223 @@
+"""Starting a run: fresh or resumed, with which config, from which checkpoint.
+
+* ``resume`` is ``true`` / ``false`` / ``auto`` and nothing else (``resume=no`` was a non-empty
+  string, so it resumed).
+* ``false`` needs a folder that holds no run yet (a folder name that collides with an earlier
+  run's is refused, never shared); ``true`` needs a checkpoint to continue from; ``auto``
+  continues when there is one, starts otherwise, and skips a finished run.
+* A resumed run's config is its own ``config.yaml``: ``train.py run_dir=<dir> resume=true`` needs
+  nothing else. The keys given on the command line replace the saved ones (the trainer, the
+  optimiser, evaluation; a model or data key that differs from the saved one is refused by
+  `check_resume_compatible`), and ``config.yaml`` is rewritten with what the run now uses.
+  A group that sets keys all over the config (``experiment=...``, ``@package _global_``) makes
+  the whole composed config the one compared and used: a sweep that is re-run with its original
+  command line resumes each of its runs unchanged.
+* A checkpoint without ``config.yaml`` beside it is refused: the settings it was trained with are
+  unknown, and the new ones would relabel it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from asr_pe.io import atomic_write_json
+
+from .checkpoints import resume_checkpoint
+from .run_dir import MODEL_SECTIONS, check_resume_compatible, eval_done
+
+RESUME_VALUES = ("true", "false", "auto")
+# Files and folders only a run writes (Hydra's own `.hydra/` and `<job>.log` are not among them:
+# Hydra writes them into the folder before the run starts).
+RUN_CONTENT = ("config.yaml", "run_info.json", "checkpoints", "tokenizer.json", "cmvn.json", ".data_ready.json",
+               "logs", "eval")
+RESUMES_FILE = "resumes.json"   # one entry per resume: step, checkpoint, settings changed
+
+_ABSENT = object()
+EVERYTHING = "*"   # a command line whose keys cannot be listed (a global-package group such as experiment=)
+
+
+class ResumeError(ValueError):
+    """A start that cannot go on as asked (bad ``resume``, nothing to resume, a folder in use)."""
+
+
+def parse_resume(value: Any) -> bool | str:
+    """``True`` / ``False`` / ``"auto"`` from the config value (YAML booleans or the three words)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in RESUME_VALUES:
+        return {"true": True, "false": False, "auto": "auto"}[text]
+    raise ResumeError(f"resume={value!r} is not one of true, false, auto "
+                      f"(true: continue the run in run_dir; auto: continue it if it has a checkpoint; false: start)")
+
+
+def command_line_keys() -> set[str] | str:
+    """The config keys the command line set under Hydra: ``{"trainer.max_steps", "pe", ...}``, or
+    `EVERYTHING` when a group of the global package was chosen or the config did not come from
+    Hydra's command line (``train(cfg)`` called directly: the caller composed the whole config)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+    except ImportError:  # pragma: no cover - hydra is a dependency
+        return EVERYTHING
+    if not HydraConfig.initialized():
+        return EVERYTHING
+    hc = HydraConfig.get()
+    choices = dict(hc.runtime.choices)
+    keys: set[str] = set()
+    for override in OverridesParser.create().parse_overrides(list(hc.overrides.task)):
+        key = override.key_or_group
+        if key.startswith("hydra"):
+            continue
+        if key in choices:  # a config group: the section it fills (its package), or everything
+            package = override.package
+            if package is None:
+                package = _group_package(hc, key, choices[key])
+            if package in ("_global_", ""):
+                return EVERYTHING
+            keys.add(package)
+        else:
+            keys.add(key)
+    return keys
+
+
+def _group_package(hc, group: str, option: Any) -> str:
+    """The package a group option's file declares (``# @package _global_``), else the group path."""
+    for source in hc.runtime.config_sources:
+        if source.get("schema") != "file":
+            continue
+        path = Path(str(source["path"])) / group / f"{option}.yaml"
+        if path.exists():
+            for line in path.read_text().splitlines()[:5]:
+                if line.startswith("# @package"):
+                    package = line.split("@package", 1)[1].strip()
+                    return "_global_" if package == "_global_" else group.replace("/", ".")
+    return group.replace("/", ".")
+
+
+def resumed_config(cfg: DictConfig, run_dir: Path, keys: set[str] | str) -> DictConfig:
+    """The config a resumed run uses: its saved ``config.yaml`` with the command line's ``keys``
+    taken from ``cfg`` (or all of ``cfg`` for `EVERYTHING`). Sections the command line did not
+    touch are the saved ones; the trainer, optimiser and evaluation sections get options added
+    since the run was saved (from ``cfg``'s defaults); the model and data sections stay exactly as
+    trained."""
+    saved_path = Path(run_dir) / "config.yaml"
+    if keys == EVERYTHING or not saved_path.exists():
+        return cfg
+    saved = OmegaConf.to_container(OmegaConf.load(saved_path))
+    now = OmegaConf.to_container(cfg, resolve=True)
+    out: dict[str, Any] = {}
+    for key in {*now, *saved}:
+        if key not in now and (key in keys or key not in saved):
+            continue  # deleted on the command line (~key)
+        if key in keys or key not in saved:
+            out[key] = now[key]
+        elif key in now and key not in MODEL_SECTIONS:
+            out[key] = _with_missing(saved[key], now[key])
+        else:
+            out[key] = saved[key]
+    merged = OmegaConf.create(out)
+    for key in sorted(k for k in keys if "." in k):
+        value = OmegaConf.select(cfg, key, default=_ABSENT)
+        if value is _ABSENT:  # deleted on the command line (~a.b)
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(merged, parent)
+            if isinstance(node, DictConfig) and leaf in node:
+                del node[leaf]
+        else:
+            OmegaConf.update(merged, key, value, merge=False, force_add=True)
+    merged.run_dir = str(run_dir)
+    merged.resume = now.get("resume")
+    return merged
+
+
+def _with_missing(saved: Any, now: Any) -> Any:
+    if isinstance(saved, dict) and isinstance(now, dict):
+        return {**{k: v for k, v in now.items() if k not in saved},
+                **{k: _with_missing(v, now.get(k)) for k, v in saved.items()}}
+    return saved
+
+
+@dataclass
+class StartPlan:
+    skip: bool = False                  # finished run under resume=auto
+    checkpoint: Path | None = None      # resume from it
+    step: int = 0                       # its global step
+
+
+def holds_run(run_dir: Path) -> list[str]:
+    """What in ``run_dir`` shows that a run already used it (empty: a new folder)."""
+    found = []
+    for name in RUN_CONTENT:
+        p = Path(run_dir) / name
+        if p.is_file() or (p.is_dir() and any(p.iterdir())):
+            found.append(name)
+    return found
+
+
+def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: bool) -> StartPlan:
+    """Decide how the run starts; raise `ResumeError` / `FileExistsError` with one line otherwise.
+
+    ``owner``: this process owns the folder (global rank 0, holding the lock). Only the owner
+    checks that a fresh start gets an unused folder: the other DDP ranks start once rank 0 has
+    already written the run's first files."""
+    run_dir = Path(run_dir)
+    found = resume_checkpoint(run_dir)
+    if resume == "auto" and eval_done(run_dir):
+        return StartPlan(skip=True)
+    if resume is False and owner:
+        used = holds_run(run_dir)
+        if used:
+            what = f"a checkpoint ({found[0].name})" if found else ", ".join(used)
+            raise FileExistsError(
+                f"{run_dir} already holds a run ({what}); pass resume=true to continue it "
+                f"or choose another run_dir")
+    if resume is True and found is None:
+        raise ResumeError(f"resume=true, but {run_dir} holds no checkpoint to continue from "
+                          f"(checkpoints/last.ckpt); start it with resume=auto or resume=false")
+    has_config = (run_dir / "config.yaml").exists()
+    if found is not None and not has_config:
+        raise ResumeError(
+            f"cannot resume {run_dir}: it has a checkpoint but no config.yaml, so the settings the "
+            f"checkpoint was trained with are unknown; restore config.yaml or start a new run_dir")
+    if has_config and resume is not False:
+        check_resume_compatible(run_dir, cfg)
+    if found is None:
+        return StartPlan()
+    return StartPlan(checkpoint=found[0], step=found[1])
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out = {}
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: d}
+
+
+def settings_changed(saved: Any, now: Any) -> dict[str, list]:
+    """``{"optim.lr": [old, new], ...}`` between two plain configs (run folder and resume flag
+    left out: they name the start, not the run)."""
+    a, b = _flat(saved), _flat(now)
+    return {k: [a.get(k), b.get(k)] for k in sorted({*a, *b})
+            if a.get(k) != b.get(k) and k not in ("run_dir", "resume")}
+
+
+def record_resume(run_dir: Path, plan: StartPlan, changed: dict[str, list]) -> None:
+    """Append this resume to ``resumes.json``: where it continued and which settings changed."""
+    import json
+
+    path = Path(run_dir) / RESUMES_FILE
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        entries = []
+    entries.append({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "checkpoint": plan.checkpoint.name,
+                    "step": plan.step, "changed": changed})
+    atomic_write_json(path, entries)
