@@ -18,9 +18,12 @@ from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwarg
 from .checkpoint_io import RunFolderCheckpointIO
 from .data import ASRDataModule, prepare_run_data
 from .logs import conventional_logging
+from .provenance import evaluated_checkpoint
+from .stops import fit_or_stop, stop_callbacks
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
 from .run_dir import (
     check_resume_compatible,
+    clear_eval_done,
     data_key,
     eval_done,
     last_checkpoint,
@@ -89,7 +92,8 @@ def train(cfg: DictConfig) -> Path:
     trainer = L.Trainer(
         **OmegaConf.to_container(cfg.trainer, resolve=True),
         default_root_dir=run_dir,
-        callbacks=_callbacks(cfg, run_dir),
+        # + a SIGTERM stop saves last.ckpt and fails; too many non-finite skips fail (stops.py)
+        callbacks=_callbacks(cfg, run_dir) + stop_callbacks(cfg, run_dir / "checkpoints" / "last.ckpt"),
         logger=loggers,
         use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
         # under SLURM: its ranks, with submitit (not Lightning) requeuing; checkpoints atomic in the run folder
@@ -143,7 +147,10 @@ def train(cfg: DictConfig) -> Path:
     datamodule = ASRDataModule(data, cfg.data, int(cfg.seed))
     if ckpt is not None and zero:
         set_aside_metrics(run_dir)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
+    if zero:
+        clear_eval_done(run_dir)  # training (more) makes an earlier evaluation stale
+    # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
+    fit_or_stop(trainer, module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
     if trainer.is_global_zero:
         merge_metrics(run_dir)
     print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
@@ -154,6 +161,9 @@ def train(cfg: DictConfig) -> Path:
 
         results = evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
                                                        "data": {"test": cfg.data.get("test")}})
-        mark_eval_done(run_dir, list(results))
+        mark_eval_done(run_dir, list(results), checkpoint=evaluated_checkpoint(run_dir, list(results)))
+    elif cfg.get("eval_after_train", True):
+        # evaluate_run scores every utterance in this one process; the others have nothing to add
+        print(f"[asr_pe] rank {trainer.global_rank}: training done; rank 0 evaluates")
     print(f"[asr_pe] run directory: {run_dir}")
     return run_dir
