@@ -23,8 +23,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 CHUNK = 1 << 22  # 4 MiB: reading a multi-GB checkpoint in pieces keeps memory flat
 
 
@@ -40,6 +38,8 @@ def checkpoint_step(path: str | Path) -> int | None:
     """The ``global_step`` a Lightning checkpoint stores (None for a bare state dict).
 
     ``mmap=True``: the tensors stay on disk, so reading the step of a large checkpoint is cheap."""
+    import torch  # here: the recipes' staleness question (`main`) runs without loading torch
+
     ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     step = ckpt.get("global_step") if isinstance(ckpt, dict) else None
     return None if step is None else int(step)
