@@ -19,8 +19,8 @@ from .checkpoint_io import RunFolderCheckpointIO
 from .data import ASRDataModule, prepare_run_data
 from .logs import conventional_logging
 from .provenance import evaluated_checkpoint
-from .stops import fit_or_stop, stop_callbacks
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
+from .stops import fit_or_stop, stop_callbacks
 from .run_dir import (
     check_resume_compatible,
     clear_eval_done,
@@ -149,10 +149,12 @@ def train(cfg: DictConfig) -> Path:
         set_aside_metrics(run_dir)
     if zero:
         clear_eval_done(run_dir)  # training (more) makes an earlier evaluation stale
-    # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
-    fit_or_stop(trainer, module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
-    if trainer.is_global_zero:
-        merge_metrics(run_dir)
+    try:
+        # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
+        fit_or_stop(trainer, module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
+    finally:
+        if trainer.is_global_zero:
+            merge_metrics(run_dir)  # a stopped run's log too holds every part so far
     print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
           f"{int(module.skipped_batches)}, dropped utterances: {int(module.dropped_utterances)}")
 

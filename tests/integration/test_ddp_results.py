@@ -70,3 +70,36 @@ def test_ddp_run_with_11_of_12_steps_skipped_stops_both_ranks_unevaluated(tiny_s
     assert len(errors) == 2 and errors[0] == errors[1], r.stderr[-4000:]
     assert "11 of 12 steps skipped for a non-finite loss" in errors[0]
     assert not (run / "eval").exists()
+
+
+@pytest.mark.slow
+def test_ddp_sigterm_stops_both_ranks_with_exit_143_and_no_evaluation(tiny_synth_root, tmp_path):
+    import signal
+    import time
+
+    import torch
+
+    run = tmp_path / "run"
+    last = run / "checkpoints" / "last.ckpt"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "train.py", *TINY_MODEL, *synth_overrides(tiny_synth_root), *DDP,
+                             f"run_dir={run}", "trainer.max_steps=100000", "checkpoint.every_n_train_steps=2",
+                             "+trainer.limit_val_batches=0"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not last.exists():
+            assert proc.poll() is None, proc.communicate()[1][-4000:]
+            assert time.monotonic() < deadline, "no checkpoint within 600 s"
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGTERM)  # rank 0, the process Lightning's launcher started the other from
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err[-4000:]
+    stops = [ln for ln in err.splitlines() if ln.startswith("error: training stopped by SIGTERM")]
+    assert len(stops) == 2 and stops[0] == stops[1], err[-4000:]  # both ranks, at the same step
+    step = torch.load(last, weights_only=True, map_location="cpu")["global_step"]
+    assert f"at step {step} (step {step} saved to" in stops[0]
+    assert not (run / "eval").exists()
