@@ -330,6 +330,56 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
 
 
 @pytest.mark.slow
+def test_a_training_stopped_by_sigterm_stops_the_recipe_before_any_evaluation(build, tmp_path):
+    """SIGTERM to stage 4's train.py (what a cluster sends): run.sh stops with its exit code 143
+    instead of going on to evaluate a half-trained model in stage 5."""
+    import signal
+    import time
+
+    build.make_librispeech_tree(tmp_path / "src", seconds_per_char=0.06)
+    work = tmp_path / "work"
+    extra = TINY_RECIPE.replace("trainer.max_steps=3", "trainer.max_steps=100000") + " +trainer.limit_val_batches=0"
+    proc = subprocess.Popen(
+        ["bash", str(LIBRI), "--stage", "2", "--stop_stage", "6", "--work_dir", str(work), "--corpus_dir",
+         str(tmp_path / "src"), "--train_parts", "dev-clean", "--dev_parts", "dev-clean", "--test_parts",
+         "test-clean", "--longform_durations", "[6]", "--pes", "none", "--extra", extra],
+        env={**os.environ, "PYTHON": sys.executable}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = work / "runs" / "none" / "checkpoints" / "last.ckpt"
+    try:
+        deadline = time.monotonic() + 600
+        while not last.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "stage 4 wrote no checkpoint within 600 s"
+            time.sleep(0.2)
+        # the train.py child of run.sh (found by its parent pid; only that process is signalled)
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == proc.pid
+                    and b"train.py" in _cmdline(p)]
+        assert len(children) == 1, children
+        os.kill(children[0], signal.SIGTERM)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, out[-2000:] + err[-3000:]
+    assert "error: training stopped by SIGTERM" in err and "stage 5" not in out
+    assert not (work / "runs" / "none" / "eval").exists()
+
+
+def _parent(proc_dir: Path) -> int | None:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cmdline(proc_dir: Path) -> bytes:
+    try:
+        return (proc_dir / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
 def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(build, tmp_path, http_server):
     """Stage 0 downloads the official-layout TEDLIUM_release-3.tgz (SPH + STM with
     inter_segment_gap and ignore lines, legacy/ links into data/, an 88.6 s talk) from a local
