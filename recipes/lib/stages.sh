@@ -144,9 +144,9 @@ stage_evaluate() {
     [ -d "$run" ] || { echo "$0: stage 5: $run missing (run stage 4)" >&2; exit 1; }
     stale="$("$PYTHON" -m asr_pe.training.provenance "$run" "${sets[@]}")"
     todo=()
-    while IFS= read -r s; do [ -n "$s" ] && todo+=("$manifest_dir/$s.jsonl"); done <<< "$stale"
+    while IFS= read -r s; do if [ -n "$s" ]; then todo+=("$manifest_dir/$s.jsonl"); fi; done <<< "$stale"
     if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated from the current checkpoint"; continue; fi
-    log "  $pe: evaluate $(echo $stale) (no results, or results of an older checkpoint)"
+    log "  $pe: evaluate ${stale//$'\n'/ } (no results, or results of an older checkpoint)"
     # shellcheck disable=SC2086
     "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
   done
