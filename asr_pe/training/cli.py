@@ -19,15 +19,17 @@ from .resume import ResumeError
 from .run_dir import PreparedDataMismatch, ResumeConflict
 from .run_lock import RunInUseError
 from .slurm import SlurmLayoutError
+from .stops import NonFiniteConfigError, TrainingStopped
 
 USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError,
-               SlurmLayoutError, DeviceError, EvalSettingsError, EncoderConfigError,
+               SlurmLayoutError, DeviceError, EvalSettingsError, EncoderConfigError, NonFiniteConfigError,
                ResumeError, ResumeConflict, PreparedDataMismatch, RunInUseError)
 
 
 @contextlib.contextmanager
 def friendly_errors():
-    """Print ``error: <message>`` and exit 2 for bad input; ASR_PE_DEBUG=1 shows the traceback."""
+    """Print ``error: <message>`` and exit 2 for bad input, and the `TrainingStopped` exit code (143 for
+    SIGTERM, 3 for divergence) for a training that ended early; ASR_PE_DEBUG=1 shows the traceback."""
     try:
         yield
     except USER_ERRORS as e:
@@ -36,3 +38,8 @@ def friendly_errors():
         logging.getLogger("asr_pe").debug("user error", exc_info=True)
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except TrainingStopped as e:  # stopped by a signal or diverged: not bad input, its own exit code
+        if os.environ.get("ASR_PE_DEBUG"):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)

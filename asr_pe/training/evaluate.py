@@ -16,6 +16,13 @@ Every selected test manifest is read before anything is decoded; a missing one o
 without utterances stops the evaluation with one error naming the file (``EmptyTestSetError``),
 never a traceback from the sampler, and no set is silently skipped: a result table that lacks a
 set it was asked for would be read as complete.
+
+Every utterance of a selected manifest is scored exactly once, whatever launched the process:
+the sampler never shards (a process group left over from DDP training would otherwise give this
+process a 1/world_size share of the batches), and the scored ids are compared with the
+manifest's before anything is written (`asr_pe.evaluation.coverage`). Each result records the
+checkpoint it came from (name, training step, SHA-256 of the file;
+`asr_pe.training.provenance`), so a result of an older checkpoint can be told and redone.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from asr_pe.evaluation.buckets import (
     write_bucket_files,
     write_per_utt,
 )
+from asr_pe.evaluation.coverage import check_scored_every_utterance
 from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
 from asr_pe.evaluation.scoring import score_record
 from asr_pe.inference.decode import decode_batch
@@ -62,6 +70,7 @@ from asr_pe.inference.run_loading import load_run, load_run_config
 from asr_pe.inference.transcribe import MODES, make_encode_fn
 
 from .data import read_manifests, resolve_manifests, resolve_test_sets
+from .provenance import checkpoint_record
 from .run_dir import pe_label
 
 log = logging.getLogger(__name__)
@@ -187,6 +196,7 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     test_sets = resolve_test_sets(data_cfg, resolve_manifests(data_cfg))
     test_utts = read_test_sets(test_sets)  # every set checked before the first is decoded
     cfg, model, tokenizer, features, cmvn, ckpt = load_run(run_dir, settings["checkpoint"], device)
+    checkpoint = checkpoint_record(ckpt)  # written into every result of this call
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
         decode["method"] = "attention"
         log.info("model has no CTC head: decoding with the attention decoder")
@@ -218,14 +228,18 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
         for name, path in test_sets.items():
             utts = test_utts[name]
             ds = ASRDataset(utts, None, features, cmvn, None)
+            # num_replicas=1, rank=0: this process decodes every batch, even inside a process group
+            # (after DDP training the sampler would otherwise take this rank's share only)
             sampler = DurationBucketSampler([u.duration for u in utts], float(settings["batch_seconds"]),
-                                            num_buckets=1, shuffle=False)
+                                            num_buckets=1, shuffle=False, num_replicas=1, rank=0)
             loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
             records, t0 = [], time.time()
             for batch in loader:
                 hyps = decode_batch(model, batch, tokenizer, decode, device, encode=encode)
                 for uid, dur, ref, hyp in zip(batch["ids"], batch["durations"].tolist(), batch["texts"], hyps):
                     records.append(score_record(uid, dur, ref, hyp))
+            check_scored_every_utterance([r["id"] for r in records], [u.id for u in utts],
+                                         what=f"test set {name!r} ({path})")
             by_id = {u.id: i for i, u in enumerate(utts)}
             records.sort(key=lambda r: by_id[r["id"]])  # manifest order
             # edges from the scored durations themselves (the batch's float32 copies of the manifest's)
@@ -239,7 +253,8 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
             out = run_dir / "eval" / f"{name}{suffix}"
             out.mkdir(parents=True, exist_ok=True)
             meta = {"run": str(run_dir), "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "test_set": name,
-                    "manifest": str(path), "checkpoint": ckpt.name, "decode": decode, "mode": mode,
+                    "manifest": str(path), "utterances": len(records), "checkpoint": checkpoint,
+                    "decode": decode, "mode": mode,
                     **({"chunk_s": settings["chunk_s"], "overlap_s": settings["overlap_s"]} if mode == "chunked"
                        else {"block_size": block_size}),
                     "edges": describe_edges(edges_spec, edges), "device": device, **remedy_meta,

@@ -50,9 +50,16 @@ EVAL_DONE = Path("eval") / "done.json"   # written once the evaluation after tra
 EVAL_FILES = ("per_utt.jsonl", "buckets.csv", "buckets.md")
 
 
-def mark_eval_done(run_dir: Path, test_sets: list[str]) -> None:
-    """Record that the evaluation after training covered ``test_sets`` (see `eval_done`)."""
-    atomic_write_json(Path(run_dir) / EVAL_DONE, {"test_sets": sorted(test_sets)})
+def mark_eval_done(run_dir: Path, test_sets: list[str], checkpoint: dict | None = None) -> None:
+    """Record that the evaluation after training covered ``test_sets`` (see `eval_done`), with the
+    checkpoint record (`asr_pe.training.provenance.checkpoint_record`) it was computed from."""
+    atomic_write_json(Path(run_dir) / EVAL_DONE, {"test_sets": sorted(test_sets), "checkpoint": checkpoint})
+
+
+def clear_eval_done(run_dir: Path) -> None:
+    """Before training (more): the run is not finished until its new checkpoint is evaluated, so an
+    older marker must not survive a training that is stopped or fails."""
+    (Path(run_dir) / EVAL_DONE).unlink(missing_ok=True)
 
 
 def eval_done(run_dir: Path) -> bool:

@@ -23,9 +23,12 @@ from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed
 from .resume_optim import ApplyOptimSettings
 from .run_lock import hold_run_lock
+from .provenance import evaluated_checkpoint
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
+from .stops import fit_or_stop, stop_callbacks
 from .run_dir import (
     artifacts_key,
+    clear_eval_done,
     data_key,
     mark_eval_done,
     pe_label,
@@ -76,7 +79,8 @@ def train(cfg: DictConfig) -> Path:
     trainer = L.Trainer(
         **OmegaConf.to_container(cfg.trainer, resolve=True),
         default_root_dir=run_dir,
-        callbacks=_callbacks(cfg, run_dir),
+        # + a SIGTERM stop saves last.ckpt and fails; too many non-finite skips fail (stops.py)
+        callbacks=_callbacks(cfg, run_dir) + stop_callbacks(cfg, run_dir / "checkpoints" / "last.ckpt"),
         logger=loggers,
         use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
         # under SLURM: its ranks, with submitit (not Lightning) requeuing; checkpoints atomic in the run folder
@@ -145,11 +149,14 @@ def train(cfg: DictConfig) -> Path:
     datamodule = ASRDataModule(data, cfg.data, int(cfg.seed))
     if ckpt is not None and zero:
         set_aside_metrics(run_dir, plan.step)
+    if zero:
+        clear_eval_done(run_dir)  # training (more) makes an earlier evaluation stale
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
+        # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
+        fit_or_stop(trainer, module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
     except RuntimeError as e:
         raise loader_timeout_error(e, cfg.data) or e
-    finally:  # also when the fit fails: no metrics part left behind
+    finally:  # also when the fit fails or stops: no metrics part left behind, every part so far merged
         if trainer.is_global_zero:
             merge_metrics(run_dir)
     print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
@@ -160,6 +167,9 @@ def train(cfg: DictConfig) -> Path:
 
         results = evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
                                                        "data": {"test": cfg.data.get("test")}})
-        mark_eval_done(run_dir, list(results))
+        mark_eval_done(run_dir, list(results), checkpoint=evaluated_checkpoint(run_dir, list(results)))
+    elif cfg.get("eval_after_train", True):
+        # evaluate_run scores every utterance in this one process; the others have nothing to add
+        print(f"[asr_pe] rank {trainer.global_rank}: training done; rank 0 evaluates")
     print(f"[asr_pe] run directory: {run_dir}")
     return run_dir

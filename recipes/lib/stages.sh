@@ -129,10 +129,12 @@ stage_train() {
   done
 }
 
-# Stage 5: evaluate.py on every set of `test_sets` not yet scored (eval/<set>/buckets.csv), per run.
+# Stage 5: evaluate.py on every set of `test_sets` whose results are missing or were computed from a
+# checkpoint that has changed since (a run resumed and trained further), per run: eval/<set>/
+# buckets.meta.json records the checkpoint's name and SHA-256 (python -m asr_pe.training.provenance).
 stage_evaluate() {
   local -a sets todo
-  local pe run s
+  local pe run s stale
   mapfile -t sets < <(test_sets)
   [ "${#sets[@]}" -gt 0 ] || { echo "$0: stage 5: no test manifests in $manifest_dir (run stages 2-3)" >&2; exit 1; }
   check_test_sets "${sets[@]}"
@@ -140,9 +142,11 @@ stage_evaluate() {
   for pe in $pes; do
     run="$runs_dir/$pe"
     [ -d "$run" ] || { echo "$0: stage 5: $run missing (run stage 4)" >&2; exit 1; }
+    stale="$("$PYTHON" -m asr_pe.training.provenance "$run" "${sets[@]}")"
     todo=()
-    for s in "${sets[@]}"; do [ -f "$run/eval/$s/buckets.csv" ] || todo+=("$manifest_dir/$s.jsonl"); done
-    if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated"; continue; fi
+    while IFS= read -r s; do if [ -n "$s" ]; then todo+=("$manifest_dir/$s.jsonl"); fi; done <<< "$stale"
+    if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated from the current checkpoint"; continue; fi
+    log "  $pe: evaluate ${stale//$'\n'/ } (no results, or results of an older checkpoint)"
     # shellcheck disable=SC2086
     "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
   done

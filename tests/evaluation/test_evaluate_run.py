@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 import asr_pe.inference.long_form as long_form
 import asr_pe.training.evaluate as ev
 from asr_pe.data.features import GlobalCMVN
-from asr_pe.data.manifest import Utterance, write_manifest
+from asr_pe.data.manifest import Utterance, read_manifest, write_manifest
 from asr_pe.data.tokenizer import build_tokenizer
 from asr_pe.inference.device import DeviceError, resolve_device
 from asr_pe.inference.run_loading import load_run, model_config
@@ -293,6 +293,52 @@ def test_cli_errors_are_one_line(run_dir, tmp_path, case):
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(message) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+# ----------------------------------------------------------------------------- every utterance, once
+
+
+def _per_utt_ids(out_dir):
+    return [json.loads(line)["id"] for line in (out_dir / "per_utt.jsonl").read_text().splitlines()]
+
+
+def test_inside_a_process_group_evaluation_still_scores_every_utterance(run_dir, corpus, tmp_path, monkeypatch):
+    """After DDP training the process group is still up when train.py evaluates on rank 0; a
+    sampler that took its rank from it scored 1/world_size of the batches. Here: a real 1-process
+    gloo group that reports a world size of 4, and 1.5 s batches (one utterance each)."""
+    import torch.distributed as dist
+
+    from asr_pe.training.provenance import file_sha256
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        monkeypatch.setattr(dist, "get_world_size", lambda group=None: 4)
+        assert dist.is_initialized() and dist.get_world_size() == 4 and dist.get_rank() == 0
+        ev.evaluate_run(run_dir, {"eval": {"batch_seconds": 1.5, "n_boot": 10, "suffix": "_in_group"}})
+    finally:
+        monkeypatch.undo()
+        dist.destroy_process_group()
+    out = run_dir / "eval" / "test-clean_in_group"
+    manifest = [u.id for u in read_manifest(corpus / "test-clean.jsonl")]
+    assert _per_utt_ids(out) == manifest  # all 4, each once, in manifest order (1/4 before the fix)
+    meta = json.loads((out / "buckets.meta.json").read_text())
+    assert meta["utterances"] == len(manifest)
+    ckpt = run_dir / "checkpoints" / "best.ckpt"
+    assert meta["checkpoint"] == {"name": "best.ckpt", "global_step": None, "sha256": file_sha256(ckpt)}
+
+
+def test_a_lost_batch_is_an_error_and_writes_nothing(run_dir, monkeypatch):
+    from asr_pe.evaluation.coverage import IncompleteScoringError
+
+    class LosesTheLastBatch(ev.DurationBucketSampler):
+        def __iter__(self):
+            yield from list(super().__iter__())[:-1]
+
+    monkeypatch.setattr(ev, "DurationBucketSampler", LosesTheLastBatch)
+    with pytest.raises(IncompleteScoringError, match=r"test set 'test-clean' \(.*test-clean.jsonl\): scored 3 "
+                                                      r"utterances, the manifest has 4; missing: 1089-134686-0003"):
+        ev.evaluate_run(run_dir, {"eval": {"batch_seconds": 1.5, "n_boot": 10, "suffix": "_lossy"}})
+    assert not (run_dir / "eval" / "test-clean_lossy" / "buckets.csv").exists()
 
 
 # ----------------------------------------------------------------------------- remedies

@@ -24,8 +24,10 @@ LIBRI = REPO / "recipes" / "librispeech" / "run.sh"
 TED = REPO / "recipes" / "tedlium3" / "run.sh"
 
 # Every stand-in interpreter starts with this: `python -c` calls (recipes/python.sh's package check,
-# reading a config) go to the real interpreter and are not recorded.
-ANSWER_C = f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
+# reading a config) and stage 5's question which results are missing or stale (the provenance
+# helper) go to the real interpreter and are not recorded.
+ANSWER_C = (f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
+            f'[ "$1 $2" = "-m asr_pe.training.provenance" ] && exec {sys.executable} "$@"\n')
 
 FAKE_PYTHON = ANSWER_C + """# Records each call; mimics the files the real scripts would leave behind.
 printf '%s\\n' "$*" >> "$FAKE_LOG"
@@ -59,6 +61,24 @@ def fake_python(tmp_path):
 
 def calls(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
+
+
+def evaluated(run_dir: Path, test_set: str, checkpoint: bytes = b"weights", name: str = "best.ckpt") -> None:
+    """``eval/<test_set>`` as evaluate.py leaves it, recording a checkpoint with these bytes; the run's
+    ``checkpoints/<name>`` holds them unless it exists already."""
+    import hashlib
+    import json
+
+    out = run_dir / "eval" / test_set
+    out.mkdir(parents=True, exist_ok=True)
+    for f in ("per_utt.jsonl", "buckets.csv"):
+        (out / f).write_text("done")
+    record = {"name": name, "global_step": 7, "sha256": hashlib.sha256(checkpoint).hexdigest()}
+    (out / "buckets.meta.json").write_text(json.dumps({"checkpoint": record}))
+    ckpt = run_dir / "checkpoints" / name
+    if not ckpt.exists():
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        ckpt.write_bytes(checkpoint)
 
 
 @pytest.mark.parametrize("script", [LIBRI, TED])
@@ -114,12 +134,10 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     md.mkdir(parents=True)
     for part in ("test-clean", "test-other"):
         (md / f"{part}.jsonl").write_text("")
-    (runs / "rope" / "eval" / "test-clean").mkdir(parents=True)
-    (runs / "rope" / "eval" / "test-clean" / "buckets.csv").write_text("done")  # rope: trained+evaluated
+    evaluated(runs / "rope", "test-clean")  # rope: trained+evaluated
     (runs / "rope" / "eval" / "done.json").write_text('{"test_sets": ["test-clean"]}')
     # cape: killed while train.py evaluated it (a set scored, no done.json): stage 4 runs it again
-    (runs / "cape" / "eval" / "test-clean").mkdir(parents=True)
-    (runs / "cape" / "eval" / "test-clean" / "buckets.csv").write_text("partial")
+    evaluated(runs / "cape", "test-clean")
     args = ["--stage", "3", "--stop_stage", "6", "--work_dir", str(work), "--pes", "none rope cape",
             "--extra", "trainer.max_steps=2 trainer.accelerator=cpu", "--eval_extra", "device=cpu"]
     run(LIBRI, *args, python=python, env={"FAKE_LOG": str(log)})
@@ -176,6 +194,38 @@ def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python
     failed = run(TED, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
                  python=python, env={"FAKE_LOG": str(log)}, check=False)
     assert failed.returncode == 1 and "run stage 4" in failed.stderr
+
+
+def test_stage_5_evaluates_again_what_an_older_checkpoint_scored(fake_python, tmp_path):
+    """A run stopped half-way, evaluated on the long-form set by stage 5, then resumed and finished
+    (train.py scored test-clean from the new checkpoint): the long-form numbers are the half-trained
+    model's, and stage 5 redoes them. Results without a checkpoint record are redone too."""
+    python, log = fake_python
+    work = tmp_path / "work"
+    md, runs = work / "manifests", work / "runs"
+    md.mkdir(parents=True)
+    for name in ("test-clean", "test-clean_long"):
+        (md / f"{name}.jsonl").write_text("")
+    evaluated(runs / "rope", "test-clean_long", checkpoint=b"half-trained")  # best.ckpt: half-trained
+    (runs / "rope" / "checkpoints" / "best.ckpt").write_bytes(b"trained")   # ... then trained further
+    evaluated(runs / "rope", "test-clean", checkpoint=b"trained")
+    evaluated(runs / "none", "test-clean_long")
+    evaluated(runs / "none", "test-clean")
+    (runs / "none" / "eval" / "test-clean" / "buckets.meta.json").write_text("{}")  # written before records
+    evaluated(runs / "cape", "test-clean", name="last.ckpt")
+    evaluated(runs / "cape", "test-clean_long", name="last.ckpt")
+    out = run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "none rope cape",
+              python=python, env={"FAKE_LOG": str(log)})
+    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/none data.test=['{md}/test-clean.jsonl']",
+                          f"{REPO}/evaluate.py run={runs}/rope data.test=['{md}/test-clean_long.jsonl']"]
+    assert "rope: evaluate test-clean_long (no results, or results of an older checkpoint)" in out.stdout
+    assert "cape: all test sets evaluated from the current checkpoint" in out.stdout
+    # the checkpoint a result names is gone (e.g. the run folder was replaced): evaluated again
+    (runs / "cape" / "checkpoints" / "last.ckpt").unlink()
+    log.unlink()
+    run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "cape",
+        python=python, env={"FAKE_LOG": str(log)})
+    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/cape data.test=['{md}/test-clean.jsonl','{md}/test-clean_long.jsonl']"]
 
 
 # A tiny CAPE-configured model (post-LN Transformer, Conv1d front end, CTC) for the real runs below.
@@ -277,6 +327,56 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
               "--mirror", http_server.url("/resources/12"), "--checksums", http_server.url("/resources/12/md5sum.txt"),
               "--train_parts", "test-clean", "--dev_parts", "test-clean", "--test_parts", "test-clean", check=False)
     assert bad.returncode == 1 and "test-clean.tar.gz" in bad.stderr and "checksum" in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_training_stopped_by_sigterm_stops_the_recipe_before_any_evaluation(build, tmp_path):
+    """SIGTERM to stage 4's train.py (what a cluster sends): run.sh stops with its exit code 143
+    instead of going on to evaluate a half-trained model in stage 5."""
+    import signal
+    import time
+
+    build.make_librispeech_tree(tmp_path / "src", seconds_per_char=0.06)
+    work = tmp_path / "work"
+    extra = TINY_RECIPE.replace("trainer.max_steps=3", "trainer.max_steps=100000") + " +trainer.limit_val_batches=0"
+    proc = subprocess.Popen(
+        ["bash", str(LIBRI), "--stage", "2", "--stop_stage", "6", "--work_dir", str(work), "--corpus_dir",
+         str(tmp_path / "src"), "--train_parts", "dev-clean", "--dev_parts", "dev-clean", "--test_parts",
+         "test-clean", "--longform_durations", "[6]", "--pes", "none", "--extra", extra],
+        env={**os.environ, "PYTHON": sys.executable}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = work / "runs" / "none" / "checkpoints" / "last.ckpt"
+    try:
+        deadline = time.monotonic() + 600
+        while not last.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "stage 4 wrote no checkpoint within 600 s"
+            time.sleep(0.2)
+        # the train.py child of run.sh (found by its parent pid; only that process is signalled)
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == proc.pid
+                    and b"train.py" in _cmdline(p)]
+        assert len(children) == 1, children
+        os.kill(children[0], signal.SIGTERM)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, out[-2000:] + err[-3000:]
+    assert "error: training stopped by SIGTERM" in err and "stage 5" not in out
+    assert not (work / "runs" / "none" / "eval").exists()
+
+
+def _parent(proc_dir: Path) -> int | None:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cmdline(proc_dir: Path) -> bytes:
+    try:
+        return (proc_dir / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 @pytest.mark.slow

@@ -1,0 +1,147 @@
+"""Trainings that end without a finished model must not look finished.
+
+Two ways a ``trainer.fit`` ends early, each turned into a `TrainingStopped` error that ``train.py``
+reports in one line with its own exit code, before any evaluation and without ``eval/done.json``:
+
+* SIGTERM (what a cluster sends before it kills or preempts a job). Lightning 2.6 notes the signal
+  (``trainer.received_sigterm``), finishes the current step, and raises ``SIGTERMException`` (a
+  ``SystemExit`` without a code, so the process would exit 0 and a recipe would go on to evaluate a
+  half-trained model). `SaveOnSigterm` writes ``last.ckpt`` of the step reached (only from the
+  training stage: a fit stopped in the middle of a validation keeps the previous ``last.ckpt``),
+  and `fit_or_stop` raises `TrainingInterrupted` (exit 143 = 128 + SIGTERM, what a shell reports
+  for a process killed by it). A signal that arrives after the last step (``fit`` then returns
+  normally) is reported the same way: the job is being stopped, the evaluation is left to the
+  resumed run. Under SLURM nothing else changes: a requeued job resumes from ``last.ckpt``.
+* Divergence: a non-finite loss on any rank skips the step on every rank (`asr_pe.training.module`),
+  so ``skipped_batches`` is the same count on every rank. `NonFiniteGuard` stops the run
+  (`TrainingDiverged`, exit 3) when more than ``nonfinite.max_fraction`` of the steps so far were
+  skipped (counted over at least ``nonfinite.grace_steps`` steps, so a few early skips pass) or
+  ``nonfinite.max_consecutive`` steps in a row were. Every rank takes the same decision at the same
+  step, so no rank is left waiting in a collective.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+log = logging.getLogger(__name__)
+
+# conf/train.yaml's nonfinite: section repeats these (runs configured before it existed use them)
+NONFINITE_DEFAULTS = {"max_fraction": 0.2, "grace_steps": 50, "max_consecutive": 100}
+
+
+class TrainingStopped(RuntimeError):
+    """Training ended without a finished model; ``exit_code`` is what ``train.py`` exits with."""
+
+    exit_code = 1
+
+
+class TrainingInterrupted(TrainingStopped):
+    exit_code = 143  # 128 + SIGTERM
+
+
+class TrainingDiverged(TrainingStopped):
+    exit_code = 3
+
+
+class NonFiniteConfigError(ValueError):
+    """A bad ``nonfinite.*`` setting."""
+
+
+def nonfinite_limits(section: Mapping[str, Any] | None) -> dict[str, float | int | None]:
+    """`NONFINITE_DEFAULTS` updated by the config's ``nonfinite:`` section; a null limit is off."""
+    limits = dict(NONFINITE_DEFAULTS)
+    section = dict(section or {})
+    unknown = sorted(set(section) - set(limits))
+    if unknown:
+        raise NonFiniteConfigError(f"unknown nonfinite setting(s) {unknown}; known: {sorted(limits)}")
+    limits.update(section)
+    for key, value in limits.items():
+        if value is None:
+            continue
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        if not ok or (key != "max_fraction" and value != int(value)):
+            raise NonFiniteConfigError(f"nonfinite.{key}={value!r}: must be "
+                                       + ("a fraction >= 0" if key == "max_fraction" else "a whole number >= 0")
+                                       + " or null (off)")
+    return limits
+
+
+def divergence(skipped: int, steps: int, consecutive: int, limits: Mapping[str, Any]) -> str | None:
+    """Why a run with ``skipped`` of ``steps`` steps skipped (the last ``consecutive`` in a row)
+    counts as diverged, or None."""
+    if limits.get("max_consecutive") is not None and consecutive > int(limits["max_consecutive"]):
+        return (f"{consecutive} steps in a row skipped for a non-finite loss "
+                f"(nonfinite.max_consecutive={int(limits['max_consecutive'])})")
+    fraction = limits.get("max_fraction")
+    if fraction is not None and skipped > float(fraction) * max(steps, int(limits.get("grace_steps") or 0)):
+        return (f"{skipped} of {steps} steps skipped for a non-finite loss (nonfinite.max_fraction={fraction:g} "
+                f"of at least nonfinite.grace_steps={int(limits.get('grace_steps') or 0)} steps)")
+    return None
+
+
+class NonFiniteGuard(Callback):
+    """Raises `TrainingDiverged` after the step that crosses a ``nonfinite`` limit."""
+
+    def __init__(self, limits: Mapping[str, Any]):
+        self.limits = dict(limits)
+        self._seen = 0
+        self._consecutive = 0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._seen = int(pl_module.skipped_batches)  # a resumed run's count so far (a buffer in the checkpoint)
+        self._consecutive = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        skipped = int(pl_module.skipped_batches)
+        self._consecutive = self._consecutive + 1 if skipped > self._seen else 0
+        self._seen = skipped
+        reason = divergence(skipped, int(trainer.global_step), self._consecutive, self.limits)
+        if reason:
+            raise TrainingDiverged(f"training diverged: {reason}; stopped at step {trainer.global_step}, "
+                                   "not evaluated, the run is not marked done (lower optim.lr, raise "
+                                   "optim.warmup_steps, or set a nonfinite.* limit to null to go on)")
+
+
+class SaveOnSigterm(Callback):
+    """On Lightning's SIGTERM stop during training, save the step reached to ``path`` (every rank
+    takes part: the stop is agreed across ranks, and saving ends in a barrier)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.saved_step: int | None = None
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if not isinstance(exception, SIGTERMException) or trainer.state.stage != RunningStage.TRAINING:
+            return
+        trainer.save_checkpoint(self.path)
+        self.saved_step = int(trainer.global_step)
+        log.info("SIGTERM: saved step %d to %s", self.saved_step, self.path)
+
+
+def stop_callbacks(cfg: Mapping[str, Any], last_ckpt: str | Path) -> list[Callback]:
+    """The callbacks of this module for a run config (``nonfinite:`` section) and its ``last.ckpt``."""
+    return [NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))), SaveOnSigterm(last_ckpt)]
+
+
+def fit_or_stop(trainer, module, **fit_kwargs) -> None:
+    """``trainer.fit``, with a SIGTERM stop raised as `TrainingInterrupted` (see the module docstring)."""
+    saver = next((c for c in trainer.callbacks if isinstance(c, SaveOnSigterm)), None)
+    try:
+        trainer.fit(module, **fit_kwargs)
+    except SIGTERMException:
+        saved = (f"step {saver.saved_step} saved to {saver.path}" if saver is not None and saver.saved_step is not None
+                 else "the last step checkpoint is kept")
+        raise TrainingInterrupted(f"training stopped by SIGTERM at step {trainer.global_step} ({saved}); not "
+                                  "evaluated, the run is not marked done: resume it with resume=auto") from None
+    if trainer.received_sigterm:
+        raise TrainingInterrupted(f"SIGTERM received as training ended (step {trainer.global_step}); not "
+                                  "evaluated, the run is not marked done: resume it with resume=auto to evaluate it")
