@@ -10,15 +10,17 @@ import sys
 from asr_pe.data.audio import AudioError
 from asr_pe.data.manifest import ManifestError
 from asr_pe.data.tokenizer import TokenizerError
+from asr_pe.errors import ConfigError
 from asr_pe.inference.device import DeviceError
 from asr_pe.models.encoder import EncoderConfigError
 from asr_pe.models.positional import UnknownPEError
+from asr_pe.models.positional.learned import PositionLimitError
 
 from .evaluate import EvalSettingsError
 from .slurm import SlurmLayoutError
 
 USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError,
-               SlurmLayoutError, DeviceError, EvalSettingsError, EncoderConfigError)
+               SlurmLayoutError, DeviceError, EvalSettingsError, EncoderConfigError, ConfigError, PositionLimitError)
 
 
 @contextlib.contextmanager

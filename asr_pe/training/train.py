@@ -16,6 +16,7 @@ from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 
 from .checkpoint_io import RunFolderCheckpointIO
+from .config_checks import check_resume_checkpoint, check_train_config
 from .data import ASRDataModule, prepare_run_data
 from .logs import conventional_logging
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
@@ -67,6 +68,7 @@ def _in_multirun() -> bool:
 def train(cfg: DictConfig) -> Path:
     """Train one model as configured; returns its run directory."""
     conventional_logging()
+    check_train_config(cfg)  # values that cannot work: one line now, not a traceback after data or training
     run_dir = resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     resume = requeue_resume(cfg.get("resume", False))  # a requeued SLURM job continues its run
@@ -82,6 +84,7 @@ def train(cfg: DictConfig) -> Path:
         )
     if ckpt is not None:
         check_resume_compatible(run_dir, cfg)
+        check_resume_checkpoint(ckpt)  # a truncated last.ckpt: one line, before data preparation
     # The trainer first: it knows this process' rank (from the launcher's or SLURM's environment)
     # before any process group exists, and only rank 0 writes the run's files.
     L.seed_everything(int(cfg.seed), workers=True)
