@@ -199,9 +199,9 @@ def check_learned_pe_table(run_cfg: DictConfig, test_utts: Mapping[str, list[Utt
             limit_s = 60.0 * max_len / frames(60.0)  # the table's length in seconds
             raise ConfigError(
                 f"{where}: utterance {longest.id!r} of test set {name!r} ({seen_s:.1f} s = {n} encoder frames) is past "
-                f"the run's learned PE table (pe.input.max_len={max_len}, about {limit_s:.0f} s, pe.input.policy=error); "
+                f"the run's learned PE table (pe.input.max_len={max_len}, about {limit_s:.3g} s, pe.input.policy=error); "
                 f"leave the set out (data.test=...), use eval.mode=chunked with chunk_s + 2*overlap_s under "
-                f"{limit_s:.0f} s, or set pe.input.policy=clamp or wrap in {Path(run_dir) / 'config.yaml'}")
+                f"{limit_s:.3g} s, or set pe.input.policy=clamp or wrap in {Path(run_dir) / 'config.yaml'}")
 
 
 def check_eval_inputs(run_cfg: DictConfig, decode: Mapping[str, Any], test_utts: Mapping[str, list[Utterance]],
