@@ -25,13 +25,16 @@ def check_decode_settings(decode: Mapping[str, Any], *, ctc_weight: float, where
 
     greedy/beam on a model without a CTC head (ctc_weight 0) stay allowed: evaluation switches
     them to the attention decoder and says so. attention/joint need the decoder that a CTC-only
-    model (ctc_weight 1) does not have."""
+    model (ctc_weight 1) does not have; joint also needs the CTC head."""
     method = decode.get("method", "greedy")
     if method not in DECODE_METHODS:
         raise ConfigError(f"{where}.method={method!r}: choose one of {', '.join(DECODE_METHODS)}")
     if method in NEEDS_DECODER and float(ctc_weight) >= 1.0:
         raise ConfigError(f"{where}.method={method}: this model has no attention decoder (loss.ctc_weight="
                           f"{float(ctc_weight):g}, CTC only); use {where}.method=greedy or beam")
+    if method == "joint" and float(ctc_weight) <= 0.0:
+        raise ConfigError(f"{where}.method=joint: this model has no CTC head to score with (loss.ctc_weight=0, "
+                          f"attention only); use {where}.method=attention")
     beam = decode.get("beam", 10)
     if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
         raise ConfigError(f"{where}.beam={beam!r}: must be an integer >= 1")
