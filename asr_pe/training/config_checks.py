@@ -96,7 +96,8 @@ def _pe_list_from_command_line() -> tuple[list[str], Path] | None:
         return None
     overrides = OverridesParser.create().parse_overrides(list(HydraConfig.get().overrides.task))
     for override in overrides:
-        if override.key_or_group == "pe" and isinstance(override.value(), list):
+        if override.key_or_group == "pe" and not override.is_sweep_override() \
+                and isinstance(override.value(), list):
             conf_dir = _conf_dir()
             if conf_dir is not None:
                 return [str(v) for v in override.value()], conf_dir
