@@ -138,6 +138,20 @@ def check_trainer(trainer: Mapping[str, Any]) -> None:
             hint = f"; did you mean trainer.{close[0]}?" if close else ""
             raise ConfigError(f"trainer.{key}: not an option of lightning.Trainer{hint}")
     accelerator = str(trainer.get("accelerator", "auto")).lower()
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    accelerators = sorted({"auto", "gpu", *AcceleratorRegistry.available_accelerators()})
+    if accelerator not in accelerators:
+        raise ConfigError(f"trainer.accelerator={accelerator}: choose one of {', '.join(accelerators)}")
+    if "precision" in trainer:
+        # Lightning's own list of precision flags (a private helper; its ValueError lists them)
+        from lightning.fabric.connector import _convert_precision_to_unified_args
+
+        try:
+            _convert_precision_to_unified_args(trainer["precision"])
+        except ValueError as e:
+            allowed = str(e).split("Allowed precision values:")[-1].strip()
+            raise ConfigError(f"trainer.precision={trainer['precision']!r}: choose one of {allowed}") from None
     if accelerator in GPU_ACCELERATORS and not torch.cuda.is_available():
         raise ConfigError(f"trainer.accelerator={accelerator}: torch sees no CUDA GPU (torch.cuda.is_available() is "
                           "False); use trainer.accelerator=cpu (or trainer=cpu) or auto")

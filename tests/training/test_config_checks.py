@@ -47,6 +47,11 @@ def test_trainer_keys_are_checked_against_lightning_trainer():
         check_trainer({"callbacks": []})
     with pytest.raises(ConfigError, match=r"^trainer\.max_steps=0: must be an integer > 0 \(or -1"):
         check_trainer({"max_steps": 0})
+    with pytest.raises(ConfigError, match=r"^trainer\.accelerator=gpux: choose one of auto, cpu, cuda, gpu, mps"):
+        check_trainer({"accelerator": "gpux"})
+    with pytest.raises(ConfigError, match=r"^trainer\.precision='bf17': choose one of .*'bf16-mixed'"):
+        check_trainer({"precision": "bf17"})
+    check_trainer({"precision": "bf16-mixed", "accelerator": "cpu"})
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
