@@ -9,14 +9,13 @@ peak memory) is what ``python transcribe.py`` calls. ``make_encode_fn`` is share
 from __future__ import annotations
 
 import functools
+import math
 import resource
 import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-
-import math
 
 import torch
 
@@ -65,7 +64,7 @@ def check_mode_settings(mode: str, chunk_s: Any, overlap_s: Any, block_size: Any
         raise ConfigError(f"block_size={block_size!r}: {e}") from None
 
 
-def check_audio_long_enough(audio, frames_of, *, offset: float, duration: float | None) -> int | None:
+def check_audio_long_enough(audio, frames_of, *, offset: float, duration: float | None) -> int:
     """The file's sample rate; ``AudioError`` when the (segment of the) recording is too short
     to give one encoder frame, which would otherwise fail deep in the front end."""
     from asr_pe.data.audio import AudioError, audio_info
@@ -196,4 +195,5 @@ def transcribe_file(
     }
 
 
-__all__ = ["MODES", "check_audio_long_enough", "check_mode_settings", "features_in_chunks", "make_encode_fn", "peak_memory_mb", "transcribe_file"]
+__all__ = ["MODES", "check_audio_long_enough", "check_mode_settings", "features_in_chunks", "make_encode_fn",
+           "peak_memory_mb", "transcribe_file"]
