@@ -4,14 +4,14 @@ Prints the transcript on stdout and the time and peak memory on stderr; ``output
 also writes both to a JSON file. See conf/transcribe.yaml for every option.
 """
 
-import json
 import os
 import sys
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from asr_pe.errors import ConfigError
+from asr_pe.io import atomic_write_json, unwritable_reason
 from asr_pe.training.cli import friendly_errors
 
 
@@ -25,6 +25,8 @@ def main(cfg: DictConfig) -> None:
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     with friendly_errors():
+        if cfg.output and unwritable_reason(cfg.output):  # before the work whose result it would hold
+            raise ConfigError(f"output={cfg.output}: {unwritable_reason(cfg.output)}; choose another output file")
         try:
             result = transcribe_file(
                 cfg.run, cfg.audio, mode=cfg.mode, chunk_s=cfg.chunk_s, overlap_s=cfg.overlap_s,
@@ -45,12 +47,15 @@ def main(cfg: DictConfig) -> None:
           f"features {result['time_features_s']:.2f} s, "
           f"encoder {result['time_encode_s']:.2f} s, decoding {result['time_decode_s']:.2f} s, RTF {result['rtf']:.3f}, "
           f"peak memory {result['peak_memory_mb'] / 1024:.2f} GiB", file=sys.stderr)
+    if result["file_sample_rate"] != result["sample_rate"]:
+        print(f"[transcribe] resampled {result['file_sample_rate']} -> {result['sample_rate']} Hz on load",
+              file=sys.stderr)
     if cfg.output:
-        out = Path(cfg.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
-        os.replace(tmp, out)
+        with friendly_errors():
+            try:
+                atomic_write_json(cfg.output, result)
+            except OSError as e:  # the folder changed during the run: the transcript is on stdout anyway
+                raise ConfigError(f"output={cfg.output}: cannot write it ({e.strerror})") from None
 
 
 if __name__ == "__main__":

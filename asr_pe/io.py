@@ -34,6 +34,24 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def unwritable_reason(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be written (created with its missing folders), or None if it can.
+
+    Checked before long work whose result goes there, so a typo in an output path costs
+    nothing: the nearest existing ancestor must be a writable folder, the path no folder."""
+    path = Path(path)
+    if path.is_dir():
+        return "is a folder; name a file"
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"folder {parent} is not writable"
+    return None
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -6,14 +6,47 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import torch
 
 from asr_pe.decoding.ctc import ctc_beam_batch, ctc_greedy
+from asr_pe.errors import ConfigError
 from asr_pe.models.asr import ASRModel
 
 DECODE_METHODS = ("greedy", "beam", "attention", "joint")
+NEEDS_DECODER = ("attention", "joint")
+
+
+def check_decode_settings(decode: Mapping[str, Any], *, ctc_weight: float, where: str = "decode") -> None:
+    """Reject a ``decode:`` section that cannot work with a model trained at ``loss.ctc_weight``
+    (``ConfigError``), before any model is loaded or audio decoded.
+
+    greedy/beam on a model without a CTC head (ctc_weight 0) stay allowed: evaluation switches
+    them to the attention decoder and says so. attention/joint need the decoder that a CTC-only
+    model (ctc_weight 1) does not have; joint also needs the CTC head."""
+    method = decode.get("method", "greedy")
+    if method not in DECODE_METHODS:
+        raise ConfigError(f"{where}.method={method!r}: choose one of {', '.join(DECODE_METHODS)}")
+    if method in NEEDS_DECODER and float(ctc_weight) >= 1.0:
+        raise ConfigError(f"{where}.method={method}: this model has no attention decoder (loss.ctc_weight="
+                          f"{float(ctc_weight):g}, CTC only); use {where}.method=greedy or beam")
+    if method == "joint" and float(ctc_weight) <= 0.0:
+        raise ConfigError(f"{where}.method=joint: this model has no CTC head to score with (loss.ctc_weight=0, "
+                          f"attention only); use {where}.method=attention")
+    beam = decode.get("beam", 10)
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise ConfigError(f"{where}.beam={beam!r}: must be an integer >= 1")
+    for key, low, high in (("ctc_weight", 0.0, 1.0), ("length_penalty", -math.inf, math.inf),
+                           ("max_len_ratio", 0.0, math.inf)):
+        value = decode.get(key)
+        if value is None:
+            continue
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or not low <= value <= high or (key == "max_len_ratio" and value == 0):
+            bound = {"ctc_weight": "in [0, 1]", "length_penalty": "finite", "max_len_ratio": "> 0"}[key]
+            raise ConfigError(f"{where}.{key}={value!r}: must be a number {bound}")
 
 
 @torch.no_grad()
@@ -42,4 +75,4 @@ def decode_batch(model: ASRModel, batch: dict, tokenizer, decode: Mapping[str, A
     return [tokenizer.decode(h) for h in hyps]
 
 
-__all__ = ["DECODE_METHODS", "decode_batch"]
+__all__ = ["DECODE_METHODS", "check_decode_settings", "decode_batch"]

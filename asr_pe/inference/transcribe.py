@@ -9,6 +9,7 @@ peak memory) is what ``python transcribe.py`` calls. ``make_encode_fn`` is share
 from __future__ import annotations
 
 import functools
+import math
 import resource
 import sys
 import time
@@ -18,12 +19,14 @@ from typing import Any
 
 import torch
 
+from asr_pe.errors import ConfigError
+
 from .chunked import encode_chunked
-from .decode import decode_batch
+from .decode import check_decode_settings, decode_batch
 from .device import resolve_device
 from .long_form import encode_full, resolve_block_size
 from .remedies import check_remedies, parse_remedies, remedies_applied, remedy_label, run_train_seconds
-from .run_loading import load_run
+from .run_loading import encoder_frames_fn, load_run, load_run_config
 
 MODES = ("full", "chunked")
 FEATURE_CHUNK_FRAMES = 6000  # fbank in 60 s pieces: kaldi.fbank holds several copies of its input
@@ -44,6 +47,35 @@ def make_encode_fn(
     if mode == "chunked":
         return functools.partial(encode_chunked, model, chunk_s=float(chunk_s), overlap_s=float(overlap_s))
     raise ValueError(f"inference mode must be one of {MODES}, got {mode!r}")
+
+
+def check_mode_settings(mode: str, chunk_s: Any, overlap_s: Any, block_size: Any) -> None:
+    """``mode``, ``chunk_s`` (> 0), ``overlap_s`` (>= 0), ``block_size``: ``ConfigError`` naming
+    the key, before the run is loaded."""
+    if mode not in MODES:
+        raise ConfigError(f"mode={mode!r}: choose one of {', '.join(MODES)}")
+    for key, value, strict in (("chunk_s", chunk_s, True), ("overlap_s", overlap_s, False)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or value < 0 or (strict and value == 0):
+            raise ConfigError(f"{key}={value!r}: must be a number of seconds {'> 0' if strict else '>= 0'}")
+    try:
+        resolve_block_size(block_size, 1, 1)
+    except ValueError as e:
+        raise ConfigError(f"block_size={block_size!r}: {e}") from None
+
+
+def check_audio_long_enough(audio, frames_of, *, offset: float, duration: float | None) -> int:
+    """The file's sample rate; ``AudioError`` when the (segment of the) recording is too short
+    to give one encoder frame, which would otherwise fail deep in the front end."""
+    from asr_pe.data.audio import AudioError, audio_info
+
+    frames, rate, _ = audio_info(audio)
+    seconds = duration if duration is not None else max(0.0, frames / rate - float(offset))
+    if frames_of(seconds) < 1:
+        shortest = next((s / 100 for s in range(1, 1001) if frames_of(s / 100) >= 1), None)
+        need = f"this model needs at least {shortest:.2f} s" if shortest else "this model gives it no encoder frame"
+        raise AudioError(f"{audio}: {seconds:.3f} s of audio is too short to transcribe ({need})")
+    return rate
 
 
 def features_in_chunks(extractor, wave: torch.Tensor, chunk_frames: int = FEATURE_CHUNK_FRAMES) -> torch.Tensor:
@@ -98,8 +130,13 @@ def transcribe_file(
     longer than training (``remedies.py``; ``train_length_s`` defaults to the run's own)."""
     from asr_pe.data.audio import load_audio
 
+    # every setting and the audio's length first: loading a large checkpoint takes a while
+    check_mode_settings(mode, chunk_s, overlap_s, block_size)
     device = resolve_device(device)
     decode = dict(decode or {"method": "greedy"})
+    run_cfg = load_run_config(run_dir)
+    check_decode_settings(decode, ctc_weight=float(run_cfg.loss.get("ctc_weight", 1.0)))
+    file_rate = check_audio_long_enough(audio, encoder_frames_fn(run_cfg), offset=offset, duration=duration)
     _, model, tokenizer, extractor, cmvn, ckpt = load_run(run_dir, checkpoint, device)
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
         decode["method"] = "attention"
@@ -112,7 +149,9 @@ def transcribe_file(
     wave = load_audio(audio, offset=offset, duration=duration, sample_rate=extractor.sample_rate)
     feats = cmvn(features_in_chunks(extractor, wave))  # (T, F)
     if feats.size(0) == 0:
-        raise ValueError(f"{audio}: shorter than one feature frame ({wave.numel()} samples)")
+        from asr_pe.data.audio import AudioError
+
+        raise AudioError(f"{audio}: shorter than one feature frame ({wave.numel()} samples)")
     t1 = time.perf_counter()
     batch = {"features": feats[None], "feature_lengths": torch.tensor([feats.size(0)])}
     timing: dict[str, float] = {}
@@ -144,6 +183,8 @@ def transcribe_file(
         "decode": decode.get("method", "greedy"),
         "remedy": remedy_label(remedies),
         "seconds_audio": round(seconds_audio, 3),
+        "file_sample_rate": file_rate,  # resampled on load to the run's rate when they differ
+        "sample_rate": extractor.sample_rate,
         "encoder_frames": frames,
         "time_features_s": round(t1 - t0, 3),
         "time_encode_s": round(timing.get("encode", float("nan")), 3),
@@ -154,4 +195,5 @@ def transcribe_file(
     }
 
 
-__all__ = ["MODES", "features_in_chunks", "make_encode_fn", "peak_memory_mb", "transcribe_file"]
+__all__ = ["MODES", "check_audio_long_enough", "check_mode_settings", "features_in_chunks", "make_encode_fn",
+           "peak_memory_mb", "transcribe_file"]

@@ -10,9 +10,11 @@ import sys
 from asr_pe.data.audio import AudioError
 from asr_pe.data.manifest import ManifestError
 from asr_pe.data.tokenizer import TokenizerError
+from asr_pe.errors import ConfigError
 from asr_pe.inference.device import DeviceError
 from asr_pe.models.encoder import EncoderConfigError
 from asr_pe.models.positional import UnknownPEError
+from asr_pe.models.positional.learned import PositionLimitError
 
 from .evaluate import EvalSettingsError
 from .resume import ResumeError
@@ -23,7 +25,7 @@ from .stops import NonFiniteConfigError, TrainingStopped
 
 USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError,
                SlurmLayoutError, DeviceError, EvalSettingsError, EncoderConfigError, NonFiniteConfigError,
-               ResumeError, ResumeConflict, PreparedDataMismatch, RunInUseError)
+               ResumeError, ResumeConflict, PreparedDataMismatch, RunInUseError, ConfigError, PositionLimitError)
 
 
 @contextlib.contextmanager

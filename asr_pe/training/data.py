@@ -17,6 +17,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from asr_pe.data.audio_checks import scan_audio
 from asr_pe.data.concat import ConcatDataset, pack_groups
 from asr_pe.data.dataset import ASRDataset, collate, compute_cmvn, filter_for_ctc
 from asr_pe.data.features import FbankExtractor, GlobalCMVN, SpecAugment
@@ -132,6 +133,9 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     if not train:
         raise ValueError(f"no training utterances left after data.train_max_duration={max_dur} "
                          f"(all {report['train_read']} are longer; raise it or leave it unset)")
+    # every file's header against the manifest before anything is computed from the audio
+    report["audio"] = {split: scan_audio(utts, sample_rate=int(data_cfg.features.sample_rate), name=split).summary()
+                       for split, utts in (("train", train), ("dev", dev)) if utts}
 
     tok_path = run_dir / "tokenizer.json"
     if tok_path.exists():

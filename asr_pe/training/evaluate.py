@@ -69,6 +69,7 @@ from asr_pe.inference.remedies import (
 from asr_pe.inference.run_loading import load_run, load_run_config
 from asr_pe.inference.transcribe import MODES, make_encode_fn
 
+from .config_checks import check_eval_inputs
 from .data import read_manifests, resolve_manifests, resolve_test_sets
 from .provenance import checkpoint_record
 from .run_dir import pe_label
@@ -195,6 +196,7 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
         data_cfg.test = over.data.test
     test_sets = resolve_test_sets(data_cfg, resolve_manifests(data_cfg))
     test_utts = read_test_sets(test_sets)  # every set checked before the first is decoded
+    check_eval_inputs(cfg, decode, test_utts, settings, run_dir)  # decode settings, audio vs manifest, PE table
     cfg, model, tokenizer, features, cmvn, ckpt = load_run(run_dir, settings["checkpoint"], device)
     checkpoint = checkpoint_record(ckpt)  # written into every result of this call
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:

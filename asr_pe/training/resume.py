@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from asr_pe.io import atomic_write_json
 
 from .checkpoints import resume_checkpoint
+from .config_checks import check_resume_checkpoint
 from .run_dir import MODEL_SECTIONS, check_resume_compatible, eval_done
 
 RESUME_VALUES = ("true", "false", "auto")
@@ -168,6 +169,10 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
     already written the run's first files."""
     run_dir = Path(run_dir)
     found = resume_checkpoint(run_dir)
+    if found is None and resume is not False:
+        # checkpoints there, none readable: resuming would silently start over; name the file
+        for damaged in sorted((run_dir / "checkpoints").glob("last*.ckpt")):
+            check_resume_checkpoint(damaged)
     if resume == "auto" and eval_done(run_dir):
         return StartPlan(skip=True)
     if resume is False and owner:

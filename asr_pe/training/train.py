@@ -17,6 +17,7 @@ from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwarg
 
 from .checkpoint_io import RunFolderCheckpointIO
 from .checkpoints import remove_partial_writes, run_checkpoints
+from .config_checks import check_train_config
 from .data import ASRDataModule, loader_timeout_error, prepare_run_data
 from .logs import conventional_logging
 from .metrics_log import merge_metrics, set_aside_metrics
@@ -66,6 +67,7 @@ def _in_multirun() -> bool:
 def train(cfg: DictConfig) -> Path:
     """Train one model as configured; returns its run directory."""
     conventional_logging()
+    check_train_config(cfg)  # values that cannot work: one line now, not a traceback after data or training
     run_dir = resolve_run_dir(cfg)
     resume = requeue_resume(parse_resume(cfg.get("resume", False)))  # a requeued SLURM job continues its run
     saved_cfg = OmegaConf.load(run_dir / "config.yaml") if resume is not False and (run_dir / "config.yaml").exists() else None

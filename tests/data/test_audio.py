@@ -95,9 +95,14 @@ def test_truncated_wav_is_detected(write_audio):
     path = write_audio("cut.wav", ramp(SR), subtype="PCM_16")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])  # header still promises 16000 frames
-    # libsndfile trusts the file size, so the manifest's duration is what catches it.
-    with pytest.raises(AudioError, match=r"cut\.wav: segment .* ends past the end"):
-        load_audio(path, duration=1.0)
+    # libsndfile trusts the file size and reads the half silently; the RIFF data chunk's
+    # declared size is what catches it, with or without a manifest duration.
+    for duration in (1.0, None):
+        with pytest.raises(AudioError, match=r"cut\.wav: truncated: the WAV header declares 1\.000s of audio but "
+                                             r"the file holds 0\.49\d+s"):
+            load_audio(path, duration=duration)
+    with pytest.raises(AudioError, match=r"cut\.wav: truncated"):
+        audio_info(path)
 
 
 def test_segment_past_end(write_audio):
@@ -121,3 +126,29 @@ def test_bad_segment_arguments(write_audio):
 def test_audio_info(write_audio):
     path = write_audio("st.flac", np.zeros((2400, 2), dtype=np.float32), sample_rate=24000)
     assert audio_info(path) == (2400, 24000, 2)
+
+
+def test_anti_phase_stereo_is_refused_not_transcribed_as_silence(write_audio):
+    left = 0.5 * np.sin(2 * np.pi * 300 * np.arange(SR) / SR).astype(np.float32)
+    path = write_audio("anti.wav", np.stack([left, -left], axis=1), subtype="FLOAT")
+    with pytest.raises(AudioError, match=r"m\.jsonl:4: cannot load audio .*anti\.wav: its 2 channels cancel when "
+                                         r"averaged to mono \(mono RMS 0, loudest channel RMS 0\.35"):
+        load_audio(path, source="m.jsonl:4")
+    # one channel silent (mono = half the other) and near-silent files are not cancellation
+    quiet = write_audio("one.wav", np.stack([left, 0 * left], axis=1), subtype="FLOAT")
+    np.testing.assert_allclose(load_audio(quiet).numpy(), left / 2, atol=1e-7)
+    hiss = write_audio("hiss.wav", np.stack([1e-4 * left, -1e-4 * left], axis=1), subtype="FLOAT")
+    assert float(load_audio(hiss).abs().max()) < 1e-6
+
+
+def test_a_wav_with_unset_data_size_is_not_called_truncated(write_audio):
+    """Streaming writers leave the data size 0 or 0xFFFFFFFF: a length unknown, not a promise."""
+    from asr_pe.data.audio import wav_truncation
+
+    path = write_audio("stream.wav", ramp(SR), subtype="PCM_16")
+    data = bytearray(path.read_bytes())
+    at = data.index(b"data") + 4
+    assert wav_truncation(path) is None
+    data[at:at + 4] = (0xFFFFFFFF).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    assert wav_truncation(path) is None

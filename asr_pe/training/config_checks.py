@@ -1,0 +1,235 @@
+"""Config values and input files checked before any expensive work.
+
+``train.py`` and ``evaluate.py`` call these first, so that a value that cannot work is one
+line naming the key and what to do (``ConfigError``, printed by ``friendly_errors``, exit 2)
+instead of a traceback after the corpus was prepared, the model loaded or hours of training
+ran (a bad ``decode.method`` used to surface only in the evaluation after training):
+
+- `check_train_config`: the PE combination given on the command line, ``optim.*``,
+  ``trainer.*`` (keys against ``lightning.Trainer``'s signature, a GPU accelerator without a
+  GPU), ``decode.*`` against the loss, ``eval.*``;
+- `check_resume_checkpoint`: the checkpoint a resumed run would load is a readable file;
+- `check_eval_inputs`: ``decode.*`` against the run's loss, every test set's audio against its
+  manifest (`asr_pe.data.audio_checks.scan_audio`) and against a learned PE's table.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from asr_pe.data.audio_checks import scan_audio
+from asr_pe.data.manifest import Utterance
+from asr_pe.errors import ConfigError
+from asr_pe.inference.decode import check_decode_settings
+from asr_pe.inference.run_loading import encoder_frames_fn, read_checkpoint
+
+# trainer keys that train() sets itself: given in trainer.* they would collide
+TRAINER_KEYS_SET_BY_TRAIN = ("default_root_dir", "callbacks", "logger", "use_distributed_sampler", "plugins")
+GPU_ACCELERATORS = ("gpu", "cuda")
+OPTIM_SCHEDULES = ("noam", "inverse_sqrt", "cosine", "constant")
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+
+def _conf_dir() -> Path | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    for source in HydraConfig.get().runtime.config_sources:
+        if source.get("provider") == "main" and source.get("schema") == "file":
+            return Path(source["path"])
+    return None
+
+
+def pe_stage(conf_dir: Path, option: str) -> str | None:
+    """"input", "attention" or None (``none``) for a ``conf/pe/<option>.yaml``."""
+    path = conf_dir / "pe" / f"{option}.yaml"
+    if not path.is_file():
+        return None  # Hydra itself refuses an unknown option before train() runs
+    spec = OmegaConf.load(path)
+    return next((stage for stage in ("input", "attention") if spec.get(stage)), None)
+
+
+def check_pe_combination(options: list[str], conf_dir: Path) -> None:
+    """``pe=[a,b]`` merges the YAMLs; only one input-stage plus one attention-stage PE combine.
+
+    Two PEs of one stage would merge into one mapping (the second's name with both option
+    sets), and ``none`` in a list would label an input PE as "none": both silently train
+    something else than asked."""
+    stages = {option: pe_stage(conf_dir, option) for option in options}
+    seen: dict[str, str] = {}
+    for option, stage in stages.items():
+        if stage is None:
+            raise ConfigError(f"pe=[{','.join(options)}]: '{option}' is no positional encoding and combines with "
+                              "nothing; only one input-stage plus one attention-stage PE combine (e.g. pe=[cape,rope])")
+        if stage in seen:
+            raise ConfigError(f"pe=[{','.join(options)}]: '{seen[stage]}' and '{option}' are both {stage}-stage PEs; "
+                              "only one input-stage plus one attention-stage PE combine (e.g. pe=[cape,rope])")
+        seen[stage] = option
+    if len(options) > 2:
+        raise ConfigError(f"pe=[{','.join(options)}]: at most two PEs combine (one input-stage, one attention-stage)")
+
+
+def _pe_list_from_command_line() -> tuple[list[str], Path] | None:
+    """The options of a ``pe=[a,b]`` override of this Hydra job, or None (no list, or no Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not HydraConfig.initialized():
+        return None
+    overrides = OverridesParser.create().parse_overrides(list(HydraConfig.get().overrides.task))
+    for override in overrides:
+        if override.key_or_group == "pe" and not override.is_sweep_override() \
+                and isinstance(override.value(), list):
+            conf_dir = _conf_dir()
+            if conf_dir is not None:
+                return [str(v) for v in override.value()], conf_dir
+    return None
+
+
+def check_optim(optim: Mapping[str, Any]) -> None:
+    lr = optim.get("lr")
+    if not _is_number(lr) or lr <= 0:
+        raise ConfigError(f"optim.lr={lr!r}: the peak learning rate must be a number > 0 (e.g. optim.lr=2e-3)")
+    for key, ok, need in (
+        ("weight_decay", lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        ("eps", lambda v: _is_number(v) and v > 0, "a number > 0"),
+        ("warmup_steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
+        ("min_lr_ratio", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]"),
+        ("betas", lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(_is_number(b) and 0 <= b < 1 for b in v),
+         "two numbers in [0, 1)"),
+    ):
+        if key in optim and not ok(optim[key]):
+            raise ConfigError(f"optim.{key}={optim[key]!r}: must be {need}")
+    schedule = optim.get("schedule", "noam")
+    if schedule not in OPTIM_SCHEDULES:
+        raise ConfigError(f"optim.schedule={schedule!r}: choose one of {', '.join(OPTIM_SCHEDULES)}")
+
+
+def check_trainer(trainer: Mapping[str, Any]) -> None:
+    """trainer.* is passed verbatim to ``lightning.Trainer``: check its keys against the
+    signature (a misspelt key is a TypeError deep in Lightning otherwise) and that a GPU
+    accelerator has a GPU (otherwise a 22-line MisconfigurationException)."""
+    import lightning as L
+
+    known = [p for p in inspect.signature(L.Trainer.__init__).parameters if p != "self"]
+    for key in trainer:
+        if key in TRAINER_KEYS_SET_BY_TRAIN:
+            raise ConfigError(f"trainer.{key}: set by train.py itself; remove it from the trainer config")
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"; did you mean trainer.{close[0]}?" if close else ""
+            raise ConfigError(f"trainer.{key}: not an option of lightning.Trainer{hint}")
+    accelerator = str(trainer.get("accelerator", "auto")).lower()
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    accelerators = sorted({"auto", "gpu", *AcceleratorRegistry.available_accelerators()})
+    if accelerator not in accelerators:
+        raise ConfigError(f"trainer.accelerator={accelerator}: choose one of {', '.join(accelerators)}")
+    if "precision" in trainer:
+        # Lightning's own list of precision flags (a private helper; its ValueError lists them)
+        from lightning.fabric.connector import _convert_precision_to_unified_args
+
+        try:
+            _convert_precision_to_unified_args(trainer["precision"])
+        except ValueError as e:
+            allowed = str(e).split("Allowed precision values:")[-1].strip()
+            raise ConfigError(f"trainer.precision={trainer['precision']!r}: choose one of {allowed}") from None
+    if accelerator in GPU_ACCELERATORS and not torch.cuda.is_available():
+        raise ConfigError(f"trainer.accelerator={accelerator}: torch sees no CUDA GPU (torch.cuda.is_available() is "
+                          "False); use trainer.accelerator=cpu (or trainer=cpu) or auto")
+    devices = trainer.get("devices", "auto")
+    if accelerator in GPU_ACCELERATORS and isinstance(devices, int) and not isinstance(devices, bool) \
+            and devices > torch.cuda.device_count():
+        raise ConfigError(f"trainer.devices={devices}: only {torch.cuda.device_count()} CUDA GPU(s) visible; "
+                          "lower trainer.devices")
+    max_steps = trainer.get("max_steps", -1)
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not (max_steps == -1 or max_steps > 0):
+        raise ConfigError(f"trainer.max_steps={max_steps!r}: must be an integer > 0 (or -1: no limit)")
+
+
+def check_train_config(cfg: DictConfig) -> None:
+    """Every check of the training config that needs neither data nor model (``ConfigError``,
+    ``EvalSettingsError``); called first thing by ``train()``."""
+    from .evaluate import eval_settings
+
+    pe_list = _pe_list_from_command_line()
+    if pe_list is not None:
+        check_pe_combination(*pe_list)
+    check_optim(_plain(cfg.optim))
+    check_trainer(_plain(cfg.trainer))
+    check_decode_settings(_plain(cfg.get("decode")) or {}, ctc_weight=float(cfg.loss.get("ctc_weight", 1.0)))
+    if cfg.get("eval_after_train", True):
+        eval_settings(None, cfg.get("eval"))  # eval.mode=bogus: now, not after training
+
+
+def check_resume_checkpoint(ckpt: str | Path | None) -> None:
+    """The checkpoint a resumed run continues from loads (its structure, tensors mapped)."""
+    if ckpt is not None:
+        read_checkpoint(ckpt, mmap=True,
+                        hint="delete it (or move it aside) and resume from another checkpoint in that folder, "
+                             "or start a fresh run")
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+
+
+def check_learned_pe_table(run_cfg: DictConfig, test_utts: Mapping[str, list[Utterance]],
+                           settings: Mapping[str, Any], run_dir: str | Path) -> None:
+    """A learned PE with ``policy: error`` stops at the first input past its table; say so
+    before decoding, naming the longest such utterance and the keys that change it."""
+    pe = _plain(run_cfg.get("pe")) or {}
+    spec = pe.get("input") or {}
+    if spec.get("name") != "learned" or spec.get("policy", "error") != "error":
+        return
+    max_len = int(spec.get("max_len", 2048))
+    frames = encoder_frames_fn(run_cfg)
+    window_s = None
+    if settings.get("mode") == "chunked":
+        window_s = float(settings["chunk_s"]) + 2 * float(settings["overlap_s"])  # what one pass sees
+    for name, utts in test_utts.items():
+        longest = max(utts, key=lambda u: u.duration)
+        seen_s = longest.duration if window_s is None else min(longest.duration, window_s)
+        n = frames(seen_s)
+        if n > max_len:
+            where = longest.source or f"utterance {longest.id!r}"
+            limit_s = 60.0 * max_len / frames(60.0)  # the table's length in seconds
+            raise ConfigError(
+                f"{where}: utterance {longest.id!r} of test set {name!r} ({seen_s:.1f} s = {n} encoder frames) is past "
+                f"the run's learned PE table (pe.input.max_len={max_len}, about {limit_s:.3g} s, pe.input.policy=error); "
+                f"leave the set out (data.test=...), use eval.mode=chunked with chunk_s + 2*overlap_s under "
+                f"{limit_s:.3g} s, or set pe.input.policy=clamp or wrap in {Path(run_dir) / 'config.yaml'}")
+
+
+def check_eval_inputs(run_cfg: DictConfig, decode: Mapping[str, Any], test_utts: Mapping[str, list[Utterance]],
+                      settings: Mapping[str, Any], run_dir: str | Path) -> None:
+    """Before the model is loaded: the decoding settings against the run's loss, each test set's
+    audio against its manifest (one summary per set), a learned PE's table against the longest
+    utterance."""
+    check_decode_settings(decode, ctc_weight=float(run_cfg.loss.get("ctc_weight", 1.0)))
+    sample_rate = int(run_cfg.data.features.sample_rate)
+    for name, utts in test_utts.items():
+        scan_audio(utts, sample_rate=sample_rate, name=name)
+    check_learned_pe_table(run_cfg, test_utts, settings, run_dir)
+
+
+__all__ = ["check_eval_inputs", "check_learned_pe_table", "check_optim", "check_pe_combination",
+           "check_resume_checkpoint", "check_train_config", "check_trainer", "pe_stage"]
