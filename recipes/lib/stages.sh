@@ -60,6 +60,45 @@ recipe_setup() {
 }
 
 log() { echo "$(date '+%F %T') [$recipe_name] $*"; }
+
+# Signals: bash runs a trap only after its foreground command ends, so a SIGTERM (`timeout`, `kill`,
+# a batch system) to run.sh would wait for a week-long train.py, and without a trap run.sh dies
+# alone and leaves train.py running. Every stage's child therefore runs through `run_child`: in the
+# background, with run.sh waiting on it (a wait that a signal interrupts). On INT, TERM or HUP
+# run.sh sends the child SIGTERM (Lightning stops at the end of the current step, so last.ckpt
+# stays whole; a child of a non-interactive shell ignores SIGINT, hence TERM for all three), waits
+# for it and exits 128 + the signal's number; a second signal while it waits kills the child.
+_child_pid=""
+_stopping=""
+_forward_signal() {
+  local name=$1 code=$2
+  if [ -n "$_stopping" ]; then
+    [ -n "$_child_pid" ] && kill -KILL "$_child_pid" 2>/dev/null
+    exit "$code"
+  fi
+  _stopping=$name
+  if [ -n "$_child_pid" ]; then
+    log "SIG$name: stopping pid $_child_pid ($_child_cmd) and exiting" >&2
+    kill -TERM "$_child_pid" 2>/dev/null || true
+    wait "$_child_pid" 2>/dev/null || true
+  else
+    log "SIG$name: exiting" >&2
+  fi
+  exit "$code"
+}
+trap '_forward_signal INT 130' INT
+trap '_forward_signal TERM 143' TERM
+trap '_forward_signal HUP 129' HUP
+# run_child CMD [ARG...]: run CMD as the stage's child (see above); returns its exit status.
+run_child() {
+  local rc=0
+  if [ "${2:-}" = -m ]; then _child_cmd=${3:-}; else _child_cmd=${2##*/}; fi  # python train.py | -m module
+  "$@" &
+  _child_pid=$!
+  wait "$_child_pid" || rc=$?
+  _child_pid=""
+  return "$rc"
+}
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
 # Comma-joined, single-quoted Hydra list: ['a','b'] (paths may hold characters Hydra would parse).
 hydra_list() { local out="" x; for x in "$@"; do out="$out${out:+,}'$x'"; done; echo "[$out]"; }
@@ -96,7 +135,7 @@ download_archive() {
   [ -n "$data_dir" ] && args+=(--data_dir "$data_dir")
   [ "$verify" = true ] || args+=(--no_verify)
   [ -n "$checksums" ] && args+=(--checksums "$checksums")
-  "$PYTHON" -m "$module" "${args[@]}"
+  run_child "$PYTHON" -m "$module" "${args[@]}"
   touch "$archive_dir/.$name.downloaded"
 }
 
@@ -108,7 +147,7 @@ stage_longform() {
   for part in "$@"; do
     out="$manifest_dir/${part}_long.jsonl"
     if longform_done "$out"; then log "  $out exists"; continue; fi
-    "$PYTHON" "$repo/scripts/make_longform.py" in="$manifest_dir/$part.jsonl" out="$out" \
+    run_child "$PYTHON" "$repo/scripts/make_longform.py" in="$manifest_dir/$part.jsonl" out="$out" \
       durations="$longform_durations"
   done
 }
@@ -124,7 +163,7 @@ stage_train() {
     # lacks it and is started again (resume=auto: training is complete, evaluation is redone)
     if [ -f "$run/eval/done.json" ]; then log "  $pe: done ($run/eval/done.json exists)"; continue; fi
     # shellcheck disable=SC2086  # $extra holds several overrides on purpose
-    "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
+    run_child "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
       data.corpus.manifest_dir="$manifest_dir" "$@" $extra
   done
 }
@@ -144,7 +183,7 @@ stage_evaluate() {
     for s in "${sets[@]}"; do [ -f "$run/eval/$s/buckets.csv" ] || todo+=("$manifest_dir/$s.jsonl"); done
     if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated"; continue; fi
     # shellcheck disable=SC2086
-    "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
+    run_child "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
   done
 }
 
@@ -158,6 +197,6 @@ stage_plot() {
   for pe in $pes; do runs+=("$runs_dir/$pe"); done
   for s in "${sets[@]}"; do
     log "stage 6: plot $s -> $work_dir/plots/$s"
-    "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
+    run_child "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
   done
 }

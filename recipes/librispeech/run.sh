@@ -51,13 +51,13 @@ fi
 if run_stage 1 && needs_archives 1; then
   log "stage 1: extract into $archive_dir"
   # shellcheck disable=SC2086
-  "$PYTHON" -m asr_pe.data.librispeech extract --root "$archive_dir" --parts $all_parts
+  run_child "$PYTHON" -m asr_pe.data.librispeech extract --root "$archive_dir" --parts $all_parts
 fi
 
 if run_stage 2; then
   log "stage 2: manifests -> $manifest_dir"
   # shellcheck disable=SC2086
-  "$PYTHON" -m asr_pe.data.librispeech prepare --corpus_dir "$corpus_dir" --out_dir "$manifest_dir" \
+  run_child "$PYTHON" -m asr_pe.data.librispeech prepare --corpus_dir "$corpus_dir" --out_dir "$manifest_dir" \
     --parts $all_parts
 fi
 

@@ -59,17 +59,20 @@ fi
 
 if run_stage 1 && needs_archives 1; then
   log "stage 1: extract into $archive_dir"
-  "$PYTHON" -m asr_pe.data.tedlium extract --root "$archive_dir"
+  run_child "$PYTHON" -m asr_pe.data.tedlium extract --root "$archive_dir"
 fi
 
 if run_stage 2; then
   log "stage 2: manifests -> $manifest_dir"
-  "$PYTHON" -m asr_pe.data.tedlium prepare --corpus_dir "$corpus_dir" --out_dir "$manifest_dir" \
+  run_child "$PYTHON" -m asr_pe.data.tedlium prepare --corpus_dir "$corpus_dir" --out_dir "$manifest_dir" \
     --subset "$subset"
 fi
 
 if run_stage 3; then stage_longform $test_splits; fi
-if run_stage 4; then stage_train; fi
+# the evaluation that follows training scores the segment and whole-talk sets of $test_splits
+# (stage 5 adds the long-form ones), not the config's default list
+# shellcheck disable=SC2046  # one word per set on purpose
+if run_stage 4; then stage_train data.corpus.test="$(hydra_list $(for s in $test_splits; do echo "$s" "${s}_talks"; done))"; fi
 if run_stage 5; then stage_evaluate; fi
 if run_stage 6; then stage_plot; fi
 log "stages $stage..$stop_stage done"
