@@ -17,7 +17,22 @@
 
 # Options of every corpus recipe; a recipe adds its own in `parse_options NAME... -- "$@"`.
 recipe_common_options="stage stop_stage work_dir data_dir corpus_dir mirror verify checksums longform_durations \
-pes experiment extra eval_extra"
+pes experiment extra eval_extra smoke"
+
+# smoke_requested ARG...: true when the options hold --smoke (alone, or --smoke true / --smoke=true).
+# A recipe calls it before `parse_options` and then sets its smoke defaults (a small experiment,
+# one corpus part, its own work_dir), so that any option given explicitly still wins.
+smoke_requested() {
+  local prev=""
+  for a in "$@"; do
+    case "$a" in
+      --smoke=true) return 0 ;;
+      --smoke=*) prev="" ;;
+      *) [ "$prev" = --smoke ] && [ "$a" != false ] && return 0; prev=$a ;;
+    esac
+  done
+  [ "$prev" = --smoke ]
+}
 
 # The leading comment block of the recipe, without the '#' (the --help text).
 usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
@@ -32,6 +47,8 @@ parse_options() {
     case "$1" in
       -h|--help) usage; exit 0 ;;
       --*=*) _opt="${1%%=*}"; _val="${1#*=}"; shift ;;
+      --smoke) _opt=smoke; _val=true; shift  # a flag: --smoke alone means --smoke true
+               case "${1:-}" in true|false) _val=$1; shift ;; esac ;;
       --*) [ $# -ge 2 ] || { echo "$0: option $1 needs a value" >&2; exit 1; }
            _opt="$1"; _val="$2"; shift 2 ;;
       *) echo "$0: unexpected argument '$1' (options are --name value)" >&2; exit 1 ;;

@@ -32,9 +32,21 @@ pes="none sinusoidal relative rope cape"
 experiment=cape_librispeech        # conf/experiment/<name>.yaml
 extra=""                           # extra Hydra overrides for train.py, e.g. "trainer.max_steps=2"
 eval_extra=""                      # extra Hydra overrides for evaluate.py, e.g. "device=cuda"
+smoke=false                        # --smoke: the smoke run below (any option given still wins)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$repo/recipes/lib/stages.sh"
+if smoke_requested "$@"; then
+  # minutes, not weeks: a ~0.7 M-parameter model (conf/experiment/cape_librispeech_smoke.yaml)
+  # trained on dev-clean alone (337 MB), tested on test-clean, in a work_dir of its own so that
+  # no smoke run is ever taken for a finished run of the study
+  work_dir=exp/librispeech_smoke
+  experiment=cape_librispeech_smoke
+  train_parts=dev-clean
+  dev_parts=dev-clean
+  test_parts=test-clean
+  pes="none cape"
+fi
 parse_options train_parts dev_parts test_parts -- "$@"
 recipe_setup librispeech
 all_parts="$(echo $train_parts $dev_parts $test_parts | tr ' ' '\n' | awk 'NF && !seen[$0]++' | tr '\n' ' ')"

@@ -31,9 +31,19 @@ pes="none sinusoidal relative rope cape"
 experiment=cape_tedlium3           # conf/experiment/<name>.yaml
 extra=""                           # extra Hydra overrides for train.py, e.g. "trainer.max_steps=2"
 eval_extra=""                      # extra Hydra overrides for evaluate.py, e.g. "device=cuda"
+smoke=false                        # --smoke: the smoke run below (any option given still wins)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$repo/recipes/lib/stages.sh"
+if smoke_requested "$@"; then
+  # minutes, not weeks: a ~0.7 M-parameter model (conf/experiment/cape_tedlium3_smoke.yaml)
+  # trained on the 8 dev talks (1.6 h), tested on the 11 test talks, in a work_dir of its own so
+  # that no smoke run is ever taken for a finished run of the study
+  work_dir=exp/tedlium3_smoke
+  experiment=cape_tedlium3_smoke
+  test_splits=test
+  pes="none cape"
+fi
 parse_options subset test_splits -- "$@"
 recipe_setup tedlium3
 test_sets() { existing_sets "$test_splits" "" _long _talks; }  # segment, long-form and full-talk sets

@@ -178,11 +178,23 @@ def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python
     assert failed.returncode == 1 and "run stage 4" in failed.stderr
 
 
-# A tiny CAPE-configured model (post-LN Transformer, Conv1d front end, CTC) for the real runs below.
-TINY_RECIPE = ("trainer=cpu trainer.precision=32-true trainer.max_steps=3 trainer.log_every_n_steps=1 "
-               "trainer.enable_model_summary=false encoder.d_model=32 encoder.n_heads=2 encoder.n_layers=1 encoder.ffn_dim=64 "
-               "optim.warmup_steps=2 data.max_batch_seconds=30 data.num_workers=0 data.train_max_duration=null "
-               "checkpoint.every_n_train_steps=2 eval.n_boot=20")
+# The real runs below are the recipes' smoke runs (run.sh --smoke: conf/experiment/*_smoke.yaml) on
+# fixtures whose audio spells the transcripts, shortened to what the fixture needs to learn.
+SMOKE_EXTRA = "trainer.max_steps=150 trainer.enable_progress_bar=false"
+
+
+def _assert_learned(run_dir: Path, test_set: str, max_cer: float) -> None:
+    """The smoke run learned: its training loss fell, and CER on the unseen test set is far below
+    100 % (an empty or random output scores about 100 %)."""
+    import csv
+
+    from asr_pe.evaluation.buckets import read_bucket_csv
+
+    rows = {r["bucket"]: r for r in read_bucket_csv(run_dir / "eval" / test_set / "buckets.csv")}
+    assert rows["all"]["cer"] < max_cer, (test_set, rows["all"])
+    (metrics,) = run_dir.glob("logs/**/metrics.csv")
+    losses = [float(r["train/loss"]) for r in csv.DictReader(metrics.open()) if r.get("train/loss")]
+    assert len(losses) >= 4 and sum(losses[-2:]) / 2 < 0.5 * sum(losses[:2]) / 2, losses
 
 
 def _assert_runs_evaluated_and_plotted(work: Path, pes: list[str], sets: list[str]) -> None:
@@ -238,7 +250,7 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     long-form, train two PEs, evaluate short + long-form, plot; a second call redoes nothing."""
     import hashlib
 
-    build.make_librispeech_tree(tmp_path / "src", seconds_per_char=0.06)
+    build.make_librispeech_tree(tmp_path / "src", build.SMOKE_LIBRISPEECH_LAYOUT, seconds_per_char=0.07, spelled=True)
     sums = []
     for part in ("dev-clean", "test-clean"):
         body = _official_librispeech_archive(tmp_path / "src", part, tmp_path / f"{part}.tar.gz")
@@ -249,8 +261,9 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     args = ["--work_dir", str(work), "--mirror", http_server.url("/resources/12"),
             "--checksums", http_server.url("/resources/12/md5sum.txt"),
             "--train_parts", "dev-clean", "--dev_parts", "dev-clean", "--test_parts", "test-clean",
-            "--longform_durations", "[6]", "--pes", "none rope", "--extra", TINY_RECIPE]
+            "--longform_durations", "[8]", "--pes", "none rope", "--smoke", "--extra", SMOKE_EXTRA]
     out = run(LIBRI, *args, timeout=900)
+    assert "experiment=cape_librispeech_smoke" in out.stdout
     assert "stages 0..6 done" in out.stdout
     fetched = [path for path, _ in http_server.requests if path.endswith(".tar.gz")]
     assert sorted(fetched) == ["/resources/12/dev-clean.tar.gz", "/resources/12/test-clean.tar.gz"]
@@ -258,6 +271,8 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     long_form = read_manifest(work / "manifests" / "test-clean_long.jsonl")
     assert long_form and all(u.duration > 5.0 for u in long_form)  # both test utterances joined
     _assert_runs_evaluated_and_plotted(work, ["none", "rope"], ["test-clean", "test-clean_long"])
+    for pe in ("none", "rope"):
+        _assert_learned(work / "runs" / pe, "test-clean", max_cer=40.0)
     # stage 4 trained on the parts given to run.sh, not the config's 960 h default
     config = (work / "runs" / "none" / "config.yaml").read_text()
     assert "- dev-clean" in config and "train-clean-100" not in config
@@ -288,7 +303,7 @@ def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(bui
     redoes nothing."""
     import hashlib
 
-    build.make_tedlium_tree(tmp_path / "corpus")
+    build.make_tedlium_tree(tmp_path / "corpus", spelled=True)
     body = build.make_tedlium_archive(tmp_path / "corpus", tmp_path / "dl").read_bytes()
     http_server.files["/resources/51/TEDLIUM_release-3.tgz"] = body
     http_server.files["/resources/51/sha256sum.txt"] = (
@@ -296,17 +311,18 @@ def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(bui
     work = tmp_path / "work"
     args = ["--work_dir", str(work), "--mirror", http_server.url("/resources/51"),
             "--checksums", http_server.url("/resources/51/sha256sum.txt"),
-            "--longform_durations", "[5]", "--pes", "cape",
-            # the fixture's one training talk lacks letters of dev/test: the tokenizer would refuse them
-            "--extra", TINY_RECIPE + " data.corpus.train=[train,dev]"]
+            "--longform_durations", "[5]", "--pes", "cape", "--test_splits", "dev test", "--smoke",
+            # the fixture's dev talks are short: its train talks too, so that the model hears every letter
+            "--extra", SMOKE_EXTRA + " data.corpus.train=[train,dev]"]
     out = run(TED, *args, timeout=900)
-    assert "stages 0..6 done" in out.stdout
+    assert "stages 0..6 done" in out.stdout and "experiment=cape_tedlium3_smoke" in out.stdout
     assert [p for p, _ in http_server.requests if p.endswith(".tgz")] == ["/resources/51/TEDLIUM_release-3.tgz"]
     sets = sorted(p.name for p in (work / "runs" / "cape" / "eval").iterdir() if p.is_dir())
     assert sets == ["dev", "dev_long", "dev_talks", "test", "test_long", "test_talks"], sets
     _assert_runs_evaluated_and_plotted(work, ["cape"], sets)
     talks = read_manifest(work / "manifests" / "test_talks.jsonl")
     assert max(u.duration for u in talks) > 80.0, "the whole-talk set lost its long talk"
+    _assert_learned(work / "runs" / "cape", "test", max_cer=40.0)
 
     kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
     requests = len(http_server.requests)
