@@ -6,7 +6,7 @@
 #   stage 3  long-form sets <set>_long.jsonl             stage_longform SET...
 #   stage 4  train one model per PE in $pes              stage_train [OVERRIDE...]
 #   stage 5  evaluate every run on the test sets         stage_evaluate
-#   stage 6  WER-vs-length figures per test set          stage_plot
+#   stage 6  WER-vs-length figures per test set + all sets stage_plot
 # The recipe defines `test_sets` (names of the test manifests that exist, one a line; see
 # `existing_sets`) and may redefine `check_test_sets` and `longform_done` (defaults below).
 # recipes/librispeech/run.sh and recipes/tedlium3/run.sh are the models.
@@ -216,4 +216,8 @@ stage_plot() {
     log "stage 6: plot $s -> $work_dir/plots/$s"
     run_child "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
   done
+  # the study's figure: every test set a panel, every PE a line (the CAPE paper's layout)
+  log "stage 6: the study's figure -> $work_dir/plots/wer_vs_length_all.png"
+  run_child "$PYTHON" "$repo/scripts/plot_corpus_figure.py" "${runs[@]}" --test-sets "${sets[@]}" \
+    --out "$work_dir/plots/wer_vs_length_all.png"
 }

@@ -181,6 +181,9 @@ def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python
 # The real runs below are the recipes' smoke runs (run.sh --smoke: conf/experiment/*_smoke.yaml) on
 # fixtures whose audio spells the transcripts, shortened to what the fixture needs to learn.
 SMOKE_EXTRA = "trainer.max_steps=150 trainer.enable_progress_bar=false"
+# One intra-op thread: on a machine shared with other tests and jobs, torch's OpenMP threads spin
+# and wait on each other (a smoke step took 5-8 s with 2 threads on 2 busy cores, 0.4-0.9 s with 1).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _assert_learned(run_dir: Path, test_set: str, max_cer: float) -> None:
@@ -209,6 +212,12 @@ def _assert_runs_evaluated_and_plotted(work: Path, pes: list[str], sets: list[st
     for s in sets:
         assert {p.name for p in (work / "plots" / s).iterdir()} >= {
             "wer_vs_length.png", "wer_vs_length.csv", "wer_vs_length.md"}, s
+    # the study's figure: a panel per set, a line per PE; its CSV holds every plotted point
+    import csv
+
+    assert (work / "plots" / "wer_vs_length_all.png").stat().st_size > 10_000
+    points = list(csv.DictReader((work / "plots" / "wer_vs_length_all.csv").open()))
+    assert {(r["pe"], r["test_set"]) for r in points} == {(pe, s) for pe in pes for s in sets}
 
 
 # The top-level files every official LibriSpeech archive holds beside LibriSpeech/<part>/
@@ -262,7 +271,7 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
             "--checksums", http_server.url("/resources/12/md5sum.txt"),
             "--train_parts", "dev-clean", "--dev_parts", "dev-clean", "--test_parts", "test-clean",
             "--longform_durations", "[8]", "--pes", "none rope", "--smoke", "--extra", SMOKE_EXTRA]
-    out = run(LIBRI, *args, timeout=900)
+    out = run(LIBRI, *args, timeout=900, env=ONE_THREAD)
     assert "experiment=cape_librispeech_smoke" in out.stdout
     assert "stages 0..6 done" in out.stdout
     fetched = [path for path, _ in http_server.requests if path.endswith(".tar.gz")]
@@ -280,7 +289,7 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     # A second call: nothing downloaded, extracted, prepared, trained or evaluated again.
     kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
     requests = len(http_server.requests)
-    again = run(LIBRI, *args, timeout=300)
+    again = run(LIBRI, *args, timeout=300, env=ONE_THREAD)
     assert len(http_server.requests) == requests, "stage 0 downloaded again"
     assert "already downloaded" in again.stdout
     assert "none: done" in again.stdout and "rope: all test sets evaluated" in again.stdout
@@ -314,7 +323,7 @@ def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(bui
             "--longform_durations", "[5]", "--pes", "cape", "--test_splits", "dev test", "--smoke",
             # the fixture's dev talks are short: its train talks too, so that the model hears every letter
             "--extra", SMOKE_EXTRA + " data.corpus.train=[train,dev]"]
-    out = run(TED, *args, timeout=900)
+    out = run(TED, *args, timeout=900, env=ONE_THREAD)
     assert "stages 0..6 done" in out.stdout and "experiment=cape_tedlium3_smoke" in out.stdout
     assert [p for p, _ in http_server.requests if p.endswith(".tgz")] == ["/resources/51/TEDLIUM_release-3.tgz"]
     sets = sorted(p.name for p in (work / "runs" / "cape" / "eval").iterdir() if p.is_dir())
@@ -326,7 +335,7 @@ def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(bui
 
     kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
     requests = len(http_server.requests)
-    again = run(TED, *args, timeout=300)
+    again = run(TED, *args, timeout=300, env=ONE_THREAD)
     assert len(http_server.requests) == requests, "stage 0 downloaded again"
     assert "already downloaded" in again.stdout and "cape: done" in again.stdout
     assert _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted")) == kept
