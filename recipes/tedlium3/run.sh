@@ -11,6 +11,7 @@
 #
 # Usage: recipes/tedlium3/run.sh [--stage N] [--stop_stage M] [--name value ...]
 # Every variable below can be set with --name value (or --name=value); see README.md.
+# First run: --smoke (a small model in minutes, cape_tedlium3_smoke: the dev talks only, its own work_dir).
 set -euo pipefail
 # The body is one { ... } block, read in full before it runs: editing this file while a long job
 # is under way cannot make the running copy execute a mix of old and new lines. Stages 3-6 and the

@@ -103,3 +103,33 @@ def test_tedlium_test_splits_reach_the_evaluation_after_training(tmp_path):
                    env={**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(log)})
     (call,) = log.read_text().splitlines()
     assert "data.corpus.test=['dev','dev_talks']" in call.split() and "test_talks" not in call
+
+
+@pytest.mark.parametrize("smoke_args", [["--smoke"], ["--smoke", "true"], ["--smoke=true"]])
+def test_smoke_switch_selects_the_small_experiment_one_part_and_its_own_work_dir(smoke_args, tmp_path):
+    exe = tmp_path / "fake_python"
+    exe.write_text(ANSWER_C + 'printf "%s\\n" "$*" >> "$FAKE_LOG"\n')
+    exe.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = {**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(log)}
+
+    def stage4(script, *args):
+        log.unlink(missing_ok=True)
+        subprocess.run(["bash", str(script), "--stage", "4", "--stop_stage", "4", *args], check=True,
+                       capture_output=True, timeout=60, env=env, cwd=tmp_path)
+        return log.read_text().splitlines()
+
+    calls = stage4(LIBRI, *smoke_args)
+    work = tmp_path / "exp" / "librispeech_smoke"
+    assert [c.split()[2] for c in calls] == [f"pe={pe}" for pe in ("none", "cape")]
+    assert all("experiment=cape_librispeech_smoke" in c and f"run_dir={work}/runs/" in c and
+               "data.corpus.train=['dev-clean']" in c and "data.corpus.test=['test-clean']" in c for c in calls)
+    # an option given explicitly wins over the smoke default, wherever it stands
+    (call,) = stage4(LIBRI, "--pes", "rope", *smoke_args, "--work_dir", str(tmp_path / "w"))
+    assert "pe=rope" in call and f"run_dir={tmp_path}/w/runs/rope" in call and "cape_librispeech_smoke" in call
+    calls = stage4(TED, *smoke_args)
+    assert all("experiment=cape_tedlium3_smoke" in c and "data.corpus.test=['test','test_talks']" in c and
+               f"{tmp_path}/exp/tedlium3_smoke/runs/" in c for c in calls) and len(calls) == 2
+    # --smoke false is the full recipe
+    calls = stage4(LIBRI, "--smoke", "false", "--pes", "cape")
+    assert "experiment=cape_librispeech " in calls[0] and f"{tmp_path}/exp/librispeech/runs/cape" in calls[0]
