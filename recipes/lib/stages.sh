@@ -90,7 +90,7 @@ _stopping=""
 _forward_signal() {
   local name=$1 code=$2
   if [ -n "$_stopping" ]; then
-    [ -n "$_child_pid" ] && kill -KILL "$_child_pid" 2>/dev/null
+    [ -n "$_child_pid" ] && { kill -KILL "$_child_pid" 2>/dev/null || true; }
     exit "$code"
   fi
   _stopping=$name

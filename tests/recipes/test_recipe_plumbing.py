@@ -133,3 +133,33 @@ def test_smoke_switch_selects_the_small_experiment_one_part_and_its_own_work_dir
     # --smoke false is the full recipe
     calls = stage4(LIBRI, "--smoke", "false", "--pes", "cape")
     assert "experiment=cape_librispeech " in calls[0] and f"{tmp_path}/exp/librispeech/runs/cape" in calls[0]
+
+
+def test_a_second_signal_kills_a_child_that_ignores_the_first(tmp_path):
+    exe = tmp_path / "fake_python"
+    exe.write_text(ANSWER_C + f"""printf '%s %s\\n' "$$" "$*" >> "$FAKE_LOG"
+exec {sys.executable} -c 'import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); open(sys.argv[1], "w").close(); time.sleep(60)' {tmp_path / "ready"}
+""")
+    exe.chmod(0o755)
+    log = tmp_path / "calls.log"
+    proc = subprocess.Popen(["bash", str(LIBRI), "--stage", "4", "--stop_stage", "4", "--pes", "none",
+                             "--work_dir", str(tmp_path / "work")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(log)})
+    deadline = time.monotonic() + 30
+    while not (log.exists() and log.read_text().strip()):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    child = int(log.read_text().split()[0])
+    while not (tmp_path / "ready").exists():  # the child ignores SIGTERM from here on
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)
+    time.sleep(1.0)
+    assert proc.poll() is None and _alive(child)  # run.sh waits for the child to stop
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.communicate(timeout=15)
+    assert proc.returncode == 143
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
