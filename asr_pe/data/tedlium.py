@@ -73,7 +73,7 @@ from asr_pe.io import atomic_write_json
 from .corpus_cli import Archive, corpus_parser, download_options, fetch_archives, run_corpus_cli
 from .download import extract
 from .librispeech import audio_seconds, resolve_manifests
-from .manifest import Part, Utterance, write_manifest
+from .manifest import Part, Utterance, read_manifest, write_manifest
 
 __all__ = [
     "TEDLIUM_ARCHIVE",
@@ -358,6 +358,22 @@ def _prepare_split(sph_dir: Path, stm_dir: Path) -> tuple[list[Utterance], list[
     return segments_out, talks_out, stats
 
 
+def describe_talk_set(name: str, talks: Sequence[Utterance]) -> str:
+    """One line saying what a ``<split>_talks`` set holds: whole talks and parts of talks.
+
+    An entry ``<talk>-part<k>`` is a stretch of a talk between unscored speech, not a talk: a
+    6.8 s part lands in the 4-8 s bucket of the results, beside whole talks in 512-1024 s."""
+    def span(utts):
+        return f"{min(u.duration for u in utts):.1f}-{max(u.duration for u in utts):.1f} s" if utts else "none"
+
+    parts = [u for u in talks if re.search(r"-part\d+$", u.id)]
+    part_ids = {u.id for u in parts}
+    whole = [u for u in talks if u.id not in part_ids]
+    cut = len({u.speaker for u in parts})
+    return (f"{name}: {len(talks)} entries = {len(whole)} whole talks ({span(whole)}) + {len(parts)} parts of "
+            f"{cut} talk(s) cut at unscored speech ({span(parts)})")
+
+
 def _has_entries(manifest: Path) -> bool:
     """True when the manifest holds at least one non-blank line (reads no further)."""
     try:
@@ -416,6 +432,7 @@ def prepare_tedlium(
         earlier = None if overwrite else _reusable(seg_path, talk_path, stats_path)
         if earlier is not None:
             log.info("%s exists; skipping %s", seg_path, split)
+            log.info("  %s", describe_talk_set(talk_path.stem, read_manifest(talk_path)))
             result[split] = {"segments": seg_path, "talks": talk_path, "stats": earlier}
             continue
         sph_dir, stm_dir = _split_dirs(corpus, subset, split)
@@ -452,6 +469,7 @@ def prepare_tedlium(
             stats.full_talks, stats.full_talk_hours, stats.talks_split_at_unscored_speech,
             stats.segments_overlapping_unscored_speech,
         )
+        log.info("  %s", describe_talk_set(talk_path.stem, talks))
         for example in stats.examples:
             log.info("  %s", example)
         result[split] = {"segments": seg_path, "talks": talk_path, "stats": stats.__dict__}

@@ -6,7 +6,7 @@
 #   stage 3  long-form sets <set>_long.jsonl             stage_longform SET...
 #   stage 4  train one model per PE in $pes              stage_train [OVERRIDE...]
 #   stage 5  evaluate every run on the test sets         stage_evaluate
-#   stage 6  WER-vs-length figures per test set          stage_plot
+#   stage 6  WER-vs-length figures per test set + all sets stage_plot
 # The recipe defines `test_sets` (names of the test manifests that exist, one a line; see
 # `existing_sets`) and may redefine `check_test_sets` and `longform_done` (defaults below).
 # recipes/librispeech/run.sh and recipes/tedlium3/run.sh are the models.
@@ -17,7 +17,22 @@
 
 # Options of every corpus recipe; a recipe adds its own in `parse_options NAME... -- "$@"`.
 recipe_common_options="stage stop_stage work_dir data_dir corpus_dir mirror verify checksums longform_durations \
-pes experiment extra eval_extra"
+pes experiment extra eval_extra smoke"
+
+# smoke_requested ARG...: true when the options hold --smoke (alone, or --smoke true / --smoke=true).
+# A recipe calls it before `parse_options` and then sets its smoke defaults (a small experiment,
+# one corpus part, its own work_dir), so that any option given explicitly still wins.
+smoke_requested() {
+  local prev=""
+  for a in "$@"; do
+    case "$a" in
+      --smoke=true) return 0 ;;
+      --smoke=*) prev="" ;;
+      *) [ "$prev" = --smoke ] && [ "$a" != false ] && return 0; prev=$a ;;
+    esac
+  done
+  [ "$prev" = --smoke ]
+}
 
 # The leading comment block of the recipe, without the '#' (the --help text).
 usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
@@ -32,6 +47,8 @@ parse_options() {
     case "$1" in
       -h|--help) usage; exit 0 ;;
       --*=*) _opt="${1%%=*}"; _val="${1#*=}"; shift ;;
+      --smoke) _opt=smoke; _val=true; shift  # a flag: --smoke alone means --smoke true
+               case "${1:-}" in true|false) _val=$1; shift ;; esac ;;
       --*) [ $# -ge 2 ] || { echo "$0: option $1 needs a value" >&2; exit 1; }
            _opt="$1"; _val="$2"; shift 2 ;;
       *) echo "$0: unexpected argument '$1' (options are --name value)" >&2; exit 1 ;;
@@ -60,6 +77,45 @@ recipe_setup() {
 }
 
 log() { echo "$(date '+%F %T') [$recipe_name] $*"; }
+
+# Signals: bash runs a trap only after its foreground command ends, so a SIGTERM (`timeout`, `kill`,
+# a batch system) to run.sh would wait for a week-long train.py, and without a trap run.sh dies
+# alone and leaves train.py running. Every stage's child therefore runs through `run_child`: in the
+# background, with run.sh waiting on it (a wait that a signal interrupts). On INT, TERM or HUP
+# run.sh sends the child SIGTERM (Lightning stops at the end of the current step, so last.ckpt
+# stays whole; a child of a non-interactive shell ignores SIGINT, hence TERM for all three), waits
+# for it and exits 128 + the signal's number; a second signal while it waits kills the child.
+_child_pid=""
+_stopping=""
+_forward_signal() {
+  local name=$1 code=$2
+  if [ -n "$_stopping" ]; then
+    [ -n "$_child_pid" ] && { kill -KILL "$_child_pid" 2>/dev/null || true; }
+    exit "$code"
+  fi
+  _stopping=$name
+  if [ -n "$_child_pid" ]; then
+    log "SIG$name: stopping pid $_child_pid ($_child_cmd) and exiting" >&2
+    kill -TERM "$_child_pid" 2>/dev/null || true
+    wait "$_child_pid" 2>/dev/null || true
+  else
+    log "SIG$name: exiting" >&2
+  fi
+  exit "$code"
+}
+trap '_forward_signal INT 130' INT
+trap '_forward_signal TERM 143' TERM
+trap '_forward_signal HUP 129' HUP
+# run_child CMD [ARG...]: run CMD as the stage's child (see above); returns its exit status.
+run_child() {
+  local rc=0
+  if [ "${2:-}" = -m ]; then _child_cmd=${3:-}; else _child_cmd=${2##*/}; fi  # python train.py | -m module
+  "$@" &
+  _child_pid=$!
+  wait "$_child_pid" || rc=$?
+  _child_pid=""
+  return "$rc"
+}
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
 # Comma-joined, single-quoted Hydra list: ['a','b'] (paths may hold characters Hydra would parse).
 hydra_list() { local out="" x; for x in "$@"; do out="$out${out:+,}'$x'"; done; echo "[$out]"; }
@@ -96,7 +152,7 @@ download_archive() {
   [ -n "$data_dir" ] && args+=(--data_dir "$data_dir")
   [ "$verify" = true ] || args+=(--no_verify)
   [ -n "$checksums" ] && args+=(--checksums "$checksums")
-  "$PYTHON" -m "$module" "${args[@]}"
+  run_child "$PYTHON" -m "$module" "${args[@]}"
   touch "$archive_dir/.$name.downloaded"
 }
 
@@ -108,7 +164,7 @@ stage_longform() {
   for part in "$@"; do
     out="$manifest_dir/${part}_long.jsonl"
     if longform_done "$out"; then log "  $out exists"; continue; fi
-    "$PYTHON" "$repo/scripts/make_longform.py" in="$manifest_dir/$part.jsonl" out="$out" \
+    run_child "$PYTHON" "$repo/scripts/make_longform.py" in="$manifest_dir/$part.jsonl" out="$out" \
       durations="$longform_durations"
   done
 }
@@ -124,7 +180,7 @@ stage_train() {
     # lacks it and is started again (resume=auto: training is complete, evaluation is redone)
     if [ -f "$run/eval/done.json" ]; then log "  $pe: done ($run/eval/done.json exists)"; continue; fi
     # shellcheck disable=SC2086  # $extra holds several overrides on purpose
-    "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
+    run_child "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
       data.corpus.manifest_dir="$manifest_dir" "$@" $extra
   done
 }
@@ -148,7 +204,7 @@ stage_evaluate() {
     if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated from the current checkpoint"; continue; fi
     log "  $pe: evaluate ${stale//$'\n'/ } (no results, or results of an older checkpoint)"
     # shellcheck disable=SC2086
-    "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
+    run_child "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
   done
 }
 
@@ -162,6 +218,10 @@ stage_plot() {
   for pe in $pes; do runs+=("$runs_dir/$pe"); done
   for s in "${sets[@]}"; do
     log "stage 6: plot $s -> $work_dir/plots/$s"
-    "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
+    run_child "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
   done
+  # the study's figure: every test set a panel, every PE a line (the CAPE paper's layout)
+  log "stage 6: the study's figure -> $work_dir/plots/wer_vs_length_all.png"
+  run_child "$PYTHON" "$repo/scripts/plot_corpus_figure.py" "${runs[@]}" --test-sets "${sets[@]}" \
+    --out "$work_dir/plots/wer_vs_length_all.png"
 }

@@ -228,11 +228,26 @@ def test_stage_5_evaluates_again_what_an_older_checkpoint_scored(fake_python, tm
     assert calls(log) == [f"{REPO}/evaluate.py run={runs}/cape data.test=['{md}/test-clean.jsonl','{md}/test-clean_long.jsonl']"]
 
 
-# A tiny CAPE-configured model (post-LN Transformer, Conv1d front end, CTC) for the real runs below.
-TINY_RECIPE = ("trainer=cpu trainer.precision=32-true trainer.max_steps=3 trainer.log_every_n_steps=1 "
-               "trainer.enable_model_summary=false encoder.d_model=32 encoder.n_heads=2 encoder.n_layers=1 encoder.ffn_dim=64 "
-               "optim.warmup_steps=2 data.max_batch_seconds=30 data.num_workers=0 data.train_max_duration=null "
-               "checkpoint.every_n_train_steps=2 eval.n_boot=20")
+# The real runs below are the recipes' smoke runs (run.sh --smoke: conf/experiment/*_smoke.yaml) on
+# fixtures whose audio spells the transcripts, shortened to what the fixture needs to learn.
+SMOKE_EXTRA = "trainer.max_steps=150 trainer.enable_progress_bar=false"
+# One intra-op thread: on a machine shared with other tests and jobs, torch's OpenMP threads spin
+# and wait on each other (a smoke step took 5-8 s with 2 threads on 2 busy cores, 0.4-0.9 s with 1).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _assert_learned(run_dir: Path, test_set: str, max_cer: float) -> None:
+    """The smoke run learned: its training loss fell, and CER on the unseen test set is far below
+    100 % (an empty or random output scores about 100 %)."""
+    import csv
+
+    from asr_pe.evaluation.buckets import read_bucket_csv
+
+    rows = {r["bucket"]: r for r in read_bucket_csv(run_dir / "eval" / test_set / "buckets.csv")}
+    assert rows["all"]["cer"] < max_cer, (test_set, rows["all"])
+    (metrics,) = run_dir.glob("logs/**/metrics.csv")
+    losses = [float(r["train/loss"]) for r in csv.DictReader(metrics.open()) if r.get("train/loss")]
+    assert len(losses) >= 4 and sum(losses[-2:]) / 2 < 0.5 * sum(losses[:2]) / 2, losses
 
 
 def _assert_runs_evaluated_and_plotted(work: Path, pes: list[str], sets: list[str]) -> None:
@@ -247,6 +262,12 @@ def _assert_runs_evaluated_and_plotted(work: Path, pes: list[str], sets: list[st
     for s in sets:
         assert {p.name for p in (work / "plots" / s).iterdir()} >= {
             "wer_vs_length.png", "wer_vs_length.csv", "wer_vs_length.md"}, s
+    # the study's figure: a panel per set, a line per PE; its CSV holds every plotted point
+    import csv
+
+    assert (work / "plots" / "wer_vs_length_all.png").stat().st_size > 10_000
+    points = list(csv.DictReader((work / "plots" / "wer_vs_length_all.csv").open()))
+    assert {(r["pe"], r["test_set"]) for r in points} == {(pe, s) for pe in pes for s in sets}
 
 
 # The top-level files every official LibriSpeech archive holds beside LibriSpeech/<part>/
@@ -288,7 +309,7 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     long-form, train two PEs, evaluate short + long-form, plot; a second call redoes nothing."""
     import hashlib
 
-    build.make_librispeech_tree(tmp_path / "src", seconds_per_char=0.06)
+    build.make_librispeech_tree(tmp_path / "src", build.SMOKE_LIBRISPEECH_LAYOUT, seconds_per_char=0.07, spelled=True)
     sums = []
     for part in ("dev-clean", "test-clean"):
         body = _official_librispeech_archive(tmp_path / "src", part, tmp_path / f"{part}.tar.gz")
@@ -299,8 +320,9 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     args = ["--work_dir", str(work), "--mirror", http_server.url("/resources/12"),
             "--checksums", http_server.url("/resources/12/md5sum.txt"),
             "--train_parts", "dev-clean", "--dev_parts", "dev-clean", "--test_parts", "test-clean",
-            "--longform_durations", "[6]", "--pes", "none rope", "--extra", TINY_RECIPE]
-    out = run(LIBRI, *args, timeout=900)
+            "--longform_durations", "[8]", "--pes", "none rope", "--smoke", "--extra", SMOKE_EXTRA]
+    out = run(LIBRI, *args, timeout=900, env=ONE_THREAD)
+    assert "experiment=cape_librispeech_smoke" in out.stdout
     assert "stages 0..6 done" in out.stdout
     fetched = [path for path, _ in http_server.requests if path.endswith(".tar.gz")]
     assert sorted(fetched) == ["/resources/12/dev-clean.tar.gz", "/resources/12/test-clean.tar.gz"]
@@ -308,6 +330,8 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     long_form = read_manifest(work / "manifests" / "test-clean_long.jsonl")
     assert long_form and all(u.duration > 5.0 for u in long_form)  # both test utterances joined
     _assert_runs_evaluated_and_plotted(work, ["none", "rope"], ["test-clean", "test-clean_long"])
+    for pe in ("none", "rope"):
+        _assert_learned(work / "runs" / pe, "test-clean", max_cer=40.0)
     # stage 4 trained on the parts given to run.sh, not the config's 960 h default
     config = (work / "runs" / "none" / "config.yaml").read_text()
     assert "- dev-clean" in config and "train-clean-100" not in config
@@ -315,7 +339,7 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     # A second call: nothing downloaded, extracted, prepared, trained or evaluated again.
     kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
     requests = len(http_server.requests)
-    again = run(LIBRI, *args, timeout=300)
+    again = run(LIBRI, *args, timeout=300, env=ONE_THREAD)
     assert len(http_server.requests) == requests, "stage 0 downloaded again"
     assert "already downloaded" in again.stdout
     assert "none: done" in again.stdout and "rope: all test sets evaluated" in again.stdout
@@ -327,6 +351,14 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
               "--mirror", http_server.url("/resources/12"), "--checksums", http_server.url("/resources/12/md5sum.txt"),
               "--train_parts", "test-clean", "--dev_parts", "test-clean", "--test_parts", "test-clean", check=False)
     assert bad.returncode == 1 and "test-clean.tar.gz" in bad.stderr and "checksum" in bad.stderr
+
+
+# A tiny CAPE-configured model (post-LN Transformer, Conv1d front end, CTC) for a training that is
+# stopped, not judged by what it learns.
+TINY_RECIPE = ("trainer=cpu trainer.precision=32-true trainer.max_steps=3 trainer.log_every_n_steps=1 "
+               "trainer.enable_model_summary=false encoder.d_model=32 encoder.n_heads=2 encoder.n_layers=1 encoder.ffn_dim=64 "
+               "optim.warmup_steps=2 data.max_batch_seconds=30 data.num_workers=0 data.train_max_duration=null "
+               "checkpoint.every_n_train_steps=2 eval.n_boot=20")
 
 
 @pytest.mark.slow
@@ -388,7 +420,7 @@ def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(bui
     redoes nothing."""
     import hashlib
 
-    build.make_tedlium_tree(tmp_path / "corpus")
+    build.make_tedlium_tree(tmp_path / "corpus", spelled=True)
     body = build.make_tedlium_archive(tmp_path / "corpus", tmp_path / "dl").read_bytes()
     http_server.files["/resources/51/TEDLIUM_release-3.tgz"] = body
     http_server.files["/resources/51/sha256sum.txt"] = (
@@ -396,21 +428,22 @@ def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(bui
     work = tmp_path / "work"
     args = ["--work_dir", str(work), "--mirror", http_server.url("/resources/51"),
             "--checksums", http_server.url("/resources/51/sha256sum.txt"),
-            "--longform_durations", "[5]", "--pes", "cape",
-            # the fixture's one training talk lacks letters of dev/test: the tokenizer would refuse them
-            "--extra", TINY_RECIPE + " data.corpus.train=[train,dev]"]
-    out = run(TED, *args, timeout=900)
-    assert "stages 0..6 done" in out.stdout
+            "--longform_durations", "[5]", "--pes", "cape", "--test_splits", "dev test", "--smoke",
+            # the fixture's dev talks are short: its train talks too, so that the model hears every letter
+            "--extra", SMOKE_EXTRA + " data.corpus.train=[train,dev]"]
+    out = run(TED, *args, timeout=900, env=ONE_THREAD)
+    assert "stages 0..6 done" in out.stdout and "experiment=cape_tedlium3_smoke" in out.stdout
     assert [p for p, _ in http_server.requests if p.endswith(".tgz")] == ["/resources/51/TEDLIUM_release-3.tgz"]
     sets = sorted(p.name for p in (work / "runs" / "cape" / "eval").iterdir() if p.is_dir())
     assert sets == ["dev", "dev_long", "dev_talks", "test", "test_long", "test_talks"], sets
     _assert_runs_evaluated_and_plotted(work, ["cape"], sets)
     talks = read_manifest(work / "manifests" / "test_talks.jsonl")
     assert max(u.duration for u in talks) > 80.0, "the whole-talk set lost its long talk"
+    _assert_learned(work / "runs" / "cape", "test", max_cer=40.0)
 
     kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
     requests = len(http_server.requests)
-    again = run(TED, *args, timeout=300)
+    again = run(TED, *args, timeout=300, env=ONE_THREAD)
     assert len(http_server.requests) == requests, "stage 0 downloaded again"
     assert "already downloaded" in again.stdout and "cape: done" in again.stdout
     assert _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted")) == kept

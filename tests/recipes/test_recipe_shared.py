@@ -192,6 +192,8 @@ for a in "$@"; do case "$a" in out=*) touch "${a#out=}" ;; run_dir=*) mkdir -p "
         *(f"{repo}/evaluate.py run={runs}/{pe} data.test={sets}" for pe in ("none", "rope")),
         *(f"{repo}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope --test-set {s} --out {work}/plots/{s}"
           for s in ("eval", "eval_long")),
+        f"{repo}/scripts/plot_corpus_figure.py {runs}/none {runs}/rope --test-sets eval eval_long "
+        f"--out {work}/plots/wer_vs_length_all.png",
     ]
     assert "[toy] stages 3..6 done" in proc.stdout
     helped = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, env=env)

@@ -23,6 +23,7 @@ from asr_pe.data.download import ChecksumError
 from asr_pe.data.manifest import read_manifest
 from asr_pe.data.tedlium import (
     TedliumError,
+    describe_talk_set,
     normalize_tedlium_text,
     parse_stm,
     prepare_tedlium,
@@ -121,6 +122,10 @@ def test_gap_lines_keep_talks_and_own_speaker_speech_cuts_them(build, tmp_path):
             assert p.start == pytest.approx(segments[p.id].offset - talk.offset, abs=1e-6)
             assert p.end - p.start == pytest.approx(segments[p.id].duration, abs=1e-6)
         assert talk.parts[-1].end == pytest.approx(talk.duration, abs=1e-6)
+    # what the stage-2 log says the set holds: a reader learns that two entries are parts
+    assert describe_talk_set("dev_talks", talks) == (
+        "dev_talks: 3 entries = 1 whole talks (36.3-36.3 s) + 2 parts of 1 talk(s) cut at unscored speech "
+        "(10.9-16.5 s)")
     stats = result["dev"]["stats"]
     assert (stats["inter_segment_gaps"], stats["unscored_speech_segments"], stats["empty_after_normalisation"]) == (
         8, 1, 1)

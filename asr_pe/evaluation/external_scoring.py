@@ -1,0 +1,310 @@
+"""Score another toolkit's transcripts of a test manifest by input length (NeMo, ESPnet, icefall, Whisper, ...).
+
+`score_hypotheses` reads a manifest (the references, durations and ids) and a hypothesis file,
+and writes what ``evaluate.py`` writes for a run of ours, with the same functions
+(`asr_pe.evaluation.scoring.score_record`, `asr_pe.evaluation.buckets.bucket_table`,
+`write_per_utt`, `write_bucket_files`), so the numbers are comparable line for line:
+
+    <out>/run_info.json                 {"label": ..., "system": "external", ...}: plot_wer_vs_length.py
+                                        reads <out> as a run beside the recipe's own
+    <out>/eval/<test set>/per_utt.jsonl one record per manifest utterance, in manifest order
+    <out>/eval/<test set>/buckets.csv   doubling buckets (0-2, 2-4, ... s) and "all", bootstrap CIs
+    <out>/eval/<test set>/buckets.md    (+ buckets.meta.json: hypothesis file, format, counts)
+
+Hypothesis formats (`read_hypotheses`):
+
+- ``jsonl``: one object a line with ``id`` and the hypothesis under ``text_key`` (default
+  ``text``). NeMo's ``transcribe_speech.py`` output keeps the input manifest's keys, so its lines
+  hold the *reference* in ``text`` and the hypothesis in ``pred_text``: a file whose lines carry
+  both is refused unless ``text_key`` is named, rather than scoring references against themselves.
+- ``text`` (Kaldi/ESPnet/icefall): ``<utt-id> <words...>``; an id alone on its line is an empty
+  hypothesis.
+- ``ctm`` (NIST): ``<recording> <channel> <start> <duration> <word> [<confidence>]``; ``;;``
+  lines are comments. A recording's words are joined in order of start time. The recording field
+  is an utterance id (times relative to the utterance) or a recording id of the Kaldi export
+  (`asr_pe.data.kaldi_export.recording_ids`; times in the recording, as Kaldi's ``get_ctm.sh``
+  writes them through ``segments``): such a word belongs to the utterance whose span holds its
+  midpoint. A CTM cannot spell an empty hypothesis, so an utterance without words is one;
+  words in no utterance's span are counted and reported (they cannot be scored per utterance).
+
+Ids: an utterance of the manifest without a hypothesis is an error (`HypothesisError`) unless
+``missing="empty"`` (then it is scored as empty, all deletions, and counted); a hypothesis whose
+id is not in the manifest is an error unless ``extra="ignore"`` (a file that covers several test
+sets). A duplicate id and a malformed line are errors naming ``<file>:<line>``. An empty
+hypothesis is scored as deletions of every reference word (`score_utterance`).
+
+Durations are those of the manifest rounded to float32, as ``evaluate.py`` sees them through its
+data loader, so an utterance falls in the same bucket whichever scored it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from asr_pe.data.kaldi_export import recording_ids
+from asr_pe.data.manifest import Utterance, read_manifest
+from asr_pe.evaluation.buckets import (
+    DOUBLING,
+    bucket_table,
+    describe_edges,
+    resolve_edges,
+    write_bucket_files,
+    write_per_utt,
+)
+from asr_pe.evaluation.scoring import score_record
+from asr_pe.io import atomic_write_text
+
+__all__ = ["FORMATS", "HypothesisError", "Hypotheses", "read_hypotheses", "guess_format", "match_hypotheses",
+           "score_hypotheses"]
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("jsonl", "text", "ctm")
+_NEMO_PRED_KEY = "pred_text"
+# How many ids an error message quotes.
+_QUOTED = 5
+
+
+class HypothesisError(ValueError):
+    """A bad hypothesis file or a mismatch with the manifest; the message names the file (and line)."""
+
+
+@dataclass
+class Hypotheses:
+    """Hypothesis text per id, where each id was read (``<file>:<line>``) and, for a CTM, the words
+    kept per recording before they are assigned to utterances."""
+
+    path: str
+    format: str
+    text: dict[str, str] = field(default_factory=dict)
+    line_of: dict[str, int] = field(default_factory=dict)
+    ctm_words: dict[str, list[tuple[float, float, str]]] = field(default_factory=dict)  # id -> (start, dur, word)
+
+
+def guess_format(path: str | os.PathLike) -> str:
+    """``jsonl`` for .jsonl/.json, ``ctm`` for .ctm, ``text`` for a file named ``text`` or .txt."""
+    name = Path(path).name.lower()
+    if name.endswith((".jsonl", ".json")):
+        return "jsonl"
+    if name.endswith(".ctm"):
+        return "ctm"
+    if name == "text" or name.endswith(".txt") or name.startswith("text"):
+        return "text"
+    raise HypothesisError(f"{path}: cannot tell the hypothesis format from the file name; pass --format "
+                          f"({' | '.join(FORMATS)})")
+
+
+def _add(hyps: Hypotheses, utt_id: str, text: str, line: int) -> None:
+    if utt_id in hyps.line_of:
+        raise HypothesisError(f"{hyps.path}:{line}: duplicate id {utt_id!r} (first at line {hyps.line_of[utt_id]}); "
+                              "each utterance needs exactly one hypothesis")
+    hyps.line_of[utt_id] = line
+    hyps.text[utt_id] = text
+
+
+def _read_jsonl(path: str, text_key: str | None) -> Hypotheses:
+    hyps = Hypotheses(path, "jsonl")
+    key = text_key or "text"
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise HypothesisError(f"{path}:{line_no}: invalid JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise HypothesisError(f"{path}:{line_no}: expected a JSON object with 'id' and '{key}'")
+            if text_key is None and _NEMO_PRED_KEY in rec:
+                raise HypothesisError(
+                    f"{path}:{line_no}: the line holds both 'text' and '{_NEMO_PRED_KEY}' (a NeMo transcription "
+                    f"manifest, whose 'text' is the reference); pass --text-key {_NEMO_PRED_KEY}")
+            utt_id, text = rec.get("id"), rec.get(key)
+            if not isinstance(utt_id, str) or not utt_id.strip():
+                raise HypothesisError(f"{path}:{line_no}: no 'id' (a non-empty string); export the manifests with "
+                                      "their ids and keep them in the toolkit's output")
+            if text is None:
+                text = ""  # a toolkit that writes nothing for silence: an empty hypothesis
+            if not isinstance(text, str):
+                raise HypothesisError(f"{path}:{line_no}: '{key}' must be a string, got {type(text).__name__}")
+            _add(hyps, utt_id, text, line_no)
+    return hyps
+
+
+def _read_text(path: str) -> Hypotheses:
+    hyps = Hypotheses(path, "text")
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            parts = line.split(maxsplit=1)
+            _add(hyps, parts[0], parts[1].strip() if len(parts) > 1 else "", line_no)
+    return hyps
+
+
+def _read_ctm(path: str) -> Hypotheses:
+    hyps = Hypotheses(path, "ctm")
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip() or line.lstrip().startswith(";;"):
+                continue
+            fields = line.split()
+            if len(fields) not in (5, 6):
+                raise HypothesisError(f"{path}:{line_no}: a CTM line has 5 or 6 fields "
+                                      f"(<recording> <channel> <start> <duration> <word> [<confidence>]), "
+                                      f"got {len(fields)}")
+            try:
+                start, dur = float(fields[2]), float(fields[3])
+            except ValueError:
+                raise HypothesisError(f"{path}:{line_no}: start and duration must be numbers, got "
+                                      f"{fields[2]!r} {fields[3]!r}") from None
+            if not (math.isfinite(start) and math.isfinite(dur)) or dur < 0:
+                raise HypothesisError(f"{path}:{line_no}: bad start/duration {fields[2]} {fields[3]}")
+            hyps.ctm_words.setdefault(fields[0], []).append((start, dur, fields[4]))
+            hyps.line_of.setdefault(fields[0], line_no)
+    return hyps
+
+
+def read_hypotheses(path: str | os.PathLike, fmt: str = "auto", text_key: str | None = None) -> Hypotheses:
+    """Read a hypothesis file (module docstring); ``fmt="auto"`` guesses from the file name."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise HypothesisError(f"{path}: hypothesis file not found")
+    fmt = guess_format(path) if fmt == "auto" else fmt
+    if fmt not in FORMATS:
+        raise HypothesisError(f"hypothesis format {fmt!r}: choose one of {FORMATS}")
+    if text_key is not None and fmt != "jsonl":
+        raise HypothesisError(f"{path}: --text-key applies to JSONL hypotheses only (format {fmt})")
+    try:
+        if fmt == "jsonl":
+            return _read_jsonl(path, text_key)
+        return _read_text(path) if fmt == "text" else _read_ctm(path)
+    except UnicodeDecodeError as e:
+        raise HypothesisError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def _quote(ids: Sequence[str]) -> str:
+    ids = list(ids)
+    return ", ".join(repr(i) for i in ids[:_QUOTED]) + (f", ... ({len(ids)} in all)" if len(ids) > _QUOTED else "")
+
+
+def _ctm_to_utterances(hyps: Hypotheses, utts: Sequence[Utterance]) -> tuple[dict[str, str], list[str], int]:
+    """(hypothesis per utterance id, CTM ids that name nothing in the manifest, words outside every
+    utterance span of their recording)."""
+    utt_by_id = {u.id: u for u in utts}
+    rec_of = recording_ids(utts)
+    members: dict[str, list[Utterance]] = defaultdict(list)
+    for u in utts:
+        members[rec_of[u.id]].append(u)
+    words: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    unknown, outside = [], 0
+    for name, items in hyps.ctm_words.items():
+        if name in utt_by_id:        # utterance-level CTM: times inside the utterance
+            words[name].extend(items)
+        elif name in members:        # recording-level CTM: the utterance whose span holds the midpoint
+            spans = members[name]
+            for start, dur, word in items:
+                mid = start + dur / 2
+                hit = [u for u in spans if u.offset <= mid < u.offset + u.duration]
+                if hit:
+                    words[hit[0].id].append((start, dur, word))
+                else:
+                    outside += 1
+        else:
+            unknown.append(name)
+    # sorted() is stable: words with equal start times keep their order in the file
+    text = {i: " ".join(w for _, _, w in sorted(ws, key=lambda x: x[0])) for i, ws in words.items()}
+    return text, unknown, outside
+
+
+def match_hypotheses(utts: Sequence[Utterance], hyps: Hypotheses, *, missing: str = "error",
+                     extra: str = "error") -> tuple[list[str], dict]:
+    """One hypothesis per manifest utterance (in manifest order) and counts for the metadata.
+
+    ``missing``: ``error`` | ``empty``; ``extra``: ``error`` | ``ignore`` (module docstring)."""
+    if missing not in ("error", "empty") or extra not in ("error", "ignore"):
+        raise ValueError(f"missing={missing!r} must be error|empty and extra={extra!r} error|ignore")
+    ids = [u.id for u in utts]
+    outside = 0
+    if hyps.format == "ctm":
+        text, unknown, outside = _ctm_to_utterances(hyps, utts)
+        if outside:
+            log.warning("%s: %d word(s) lie outside every utterance span of their recording and are not scored",
+                        hyps.path, outside)
+        # a CTM has no line for an utterance without words: its hypothesis is empty, not missing
+        absent = []
+        text = {i: text.get(i, "") for i in ids}
+    else:
+        text = hyps.text
+        wanted = set(ids)
+        unknown = [i for i in text if i not in wanted]
+        absent = [i for i in ids if i not in text]
+    if unknown and extra == "error":
+        first = min(unknown, key=lambda i: hyps.line_of.get(i, 0))
+        raise HypothesisError(
+            f"{hyps.path}:{hyps.line_of.get(first, 0)}: {len(unknown)} hypothesis id(s) are not in the manifest "
+            f"({_quote(unknown)}); score against the manifest the toolkit decoded, or pass --extra ignore when the "
+            "file covers several test sets")
+    if absent and missing == "error":
+        raise HypothesisError(
+            f"{hyps.path}: {len(absent)} of {len(ids)} manifest utterance(s) have no hypothesis ({_quote(absent)}); "
+            "decode them, or pass --missing empty to score each as an empty hypothesis (all deletions)")
+    out = [text.get(i, "") for i in ids]
+    counts = {"utterances": len(ids), "missing_scored_empty": len(absent),
+              "empty_hypotheses": sum(not h.strip() for h in out), "extra_ignored": len(unknown)}
+    if hyps.format == "ctm":
+        counts["ctm_words_outside_utterances"] = outside
+    return out, counts
+
+
+def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, out_dir: str | os.PathLike, *,
+                     fmt: str = "auto", text_key: str | None = None, test_set: str | None = None,
+                     label: str | None = None, edges: Sequence[float] | str = DOUBLING, n_boot: int = 1000,
+                     missing: str = "error", extra: str = "error", train_max_duration: float | None = None
+                     ) -> tuple[list[dict], Path]:
+    """Score ``hyp_path`` against ``manifest``; write ``<out_dir>/eval/<test set>/``; returns (rows, folder).
+
+    ``test_set`` defaults to the manifest's name without ``.jsonl``; ``label`` (the legend of the
+    plots) to ``out_dir``'s name. ``train_max_duration``: the system's longest training input, the
+    plots' reference bucket (unknown for most published models: leave it None)."""
+    manifest, out_dir = Path(manifest), Path(out_dir)
+    test_set = test_set or manifest.name.removesuffix(".jsonl")
+    utts = read_manifest(manifest)
+    if not utts:
+        raise HypothesisError(f"{manifest}: the manifest has no utterances")
+    resolve_edges(edges, [])  # bad edges fail before the hypothesis file is read
+    hyps = read_hypotheses(hyp_path, fmt, text_key)
+    texts, counts = match_hypotheses(utts, hyps, missing=missing, extra=extra)
+    # float32 durations: what evaluate.py's data loader hands its scoring (same buckets at the edges)
+    records = [score_record(u.id, float(np.float32(u.duration)), u.text, h) for u, h in zip(utts, texts)]
+    resolved = resolve_edges(edges, [r["duration"] for r in records])
+    rows = bucket_table(records, resolved, n_boot=n_boot, seed=0)
+    label = label or out_dir.resolve().name
+    info_path = out_dir / "run_info.json"
+    info = {"label": label, "system": "external", "pe": None, "loss": None, "encoder": None, "seed": None,
+            "train_max_duration": train_max_duration}
+    if info_path.is_file():  # another test set scored earlier into the same system folder: keep one label
+        try:
+            old = json.loads(info_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            old = None
+        if isinstance(old, dict) and old.get("system") == "external" and old.get("label") != label:
+            raise HypothesisError(f"{info_path}: this folder holds system {old.get('label')!r}; give --label "
+                                  f"{old.get('label')!r} or another --out for {label!r}")
+    atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
+    folder = out_dir / "eval" / test_set
+    meta = {"system": label, "test_set": test_set, "manifest": str(manifest), "hypotheses": str(hyp_path),
+            "format": hyps.format, **({"text_key": text_key} if text_key else {}),
+            "edges": describe_edges(edges, resolved), **counts}
+    write_per_utt(records, folder / "per_utt.jsonl")
+    write_bucket_files(rows, folder, meta=meta)
+    return rows, folder
