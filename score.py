@@ -6,7 +6,9 @@
 
 Writes <out>/eval/<test set>/{per_utt.jsonl,buckets.csv,buckets.md,buckets.meta.json} and
 <out>/run_info.json, so scripts/plot_wer_vs_length.py plots <out> beside the recipe's runs, and
-(unless --no-plot) <out>/plots/<test set>/wer_vs_length.{png,csv,md}. Hypothesis formats, id
+(unless --no-plot) <out>/plots/<test set>/wer_vs_length.{png,csv,md}. A long-form set whose
+manifest records its recordings' parts, scored after the set holding those parts, also gets
+<out>/eval/<long set>/in_context.{json,md} (the in-context ratio). Hypothesis formats, id
 checks and CTM handling: asr_pe/evaluation/external_scoring.py.
 """
 

@@ -64,7 +64,7 @@ from asr_pe.evaluation.scoring import score_record
 from asr_pe.io import atomic_write_text
 
 __all__ = ["FORMATS", "HypothesisError", "Hypotheses", "read_hypotheses", "guess_format", "match_hypotheses",
-           "score_hypotheses"]
+           "score_hypotheses", "score_in_context"]
 
 log = logging.getLogger(__name__)
 
@@ -307,4 +307,35 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
             "edges": describe_edges(edges, resolved), **counts}
     write_per_utt(records, folder / "per_utt.jsonl")
     write_bucket_files(rows, folder, meta=meta)
+    score_in_context(utts, manifest, out_dir, test_set, n_boot=n_boot)
     return rows, folder
+
+
+def score_in_context(utts: Sequence[Utterance], manifest: Path, out_dir: Path, test_set: str, *,
+                     n_boot: int = 1000) -> Path | None:
+    """The in-context ratio of a long-form set (`asr_pe.evaluation.in_context`), as ``evaluate.py``
+    writes it: when the manifest records each recording's source utterances (its rows' ``parts``,
+    or the builder's ``sources.json`` beside it) and another set already scored into ``out_dir``
+    holds every one of them (the short set, decoded alone by the same system), write
+    ``<out_dir>/eval/<test set>/in_context.{json,md}``. Returns that folder, or None (no parts, or
+    no scored set holds them: score the short set first, then the long one)."""
+    from asr_pe.evaluation.in_context import in_context_pairs, read_records, write_in_context
+
+    scored = {d.name: d for d in sorted((out_dir / "eval").glob("*/")) if (d / "per_utt.jsonl").is_file()}
+    sets: dict[str, Sequence] = {test_set: utts}
+    for name, folder in scored.items():
+        if name != test_set:  # only the ids matter for finding the set that holds the parts
+            sets[name] = [Utterance(id=str(r["id"]), audio_filepath="", duration=0.0, text="")
+                          for r in read_records(folder / "per_utt.jsonl")]
+    pair = in_context_pairs(sets, {test_set: str(manifest)}).get(test_set)
+    if pair is None:
+        if any(getattr(u, "parts", None) for u in utts) or (manifest.parent / "sources.json").is_file():
+            log.info("%s: recordings with parts, but no set scored into %s holds them all; score the set of "
+                     "their source utterances first for the in-context ratio", test_set, out_dir)
+        return None
+    alone, parts = pair
+    folder = out_dir / "eval" / test_set
+    res = write_in_context(folder, scored[alone], parts, alone_set=alone, n_boot=n_boot)
+    print(f"[asr_pe] {test_set}: in-context ratio {res.ratio:.2f} (the recordings whole vs their parts in "
+          f"{alone} alone): {folder}/in_context.md")
+    return folder

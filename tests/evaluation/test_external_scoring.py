@@ -257,3 +257,33 @@ def test_score_py_writes_what_evaluate_py_writes_for_the_same_decodings(tmp_path
     # read as Kaldi text, each JSON line's first token is an id the manifest does not have
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_long_set_with_parts_gets_the_in_context_ratio_of_the_same_system(tmp_path):
+    """score.py on a short set, then on long-form recordings whose manifest rows carry ``parts``:
+    ``in_context.json`` pairs each recording decoded whole with its parts' hypotheses from the short
+    set, and the pooled ratio is Σ whole edits / Σ alone edits (counted by hand here)."""
+    from asr_pe.data.manifest import Part
+
+    wav = _wav(tmp_path / "a.wav", 4.0)
+    short = [Utterance("u1", wav, 1.0, "abc"), Utterance("u2", wav, 1.0, "de"), Utterance("u3", wav, 1.0, "fgh")]
+    long = [Utterance("r1", wav, 2.0, "abc de", parts=(Part("u1", 0.0, 1.0), Part("u2", 1.0, 2.0))),
+            Utterance("r2", wav, 1.0, "fgh", parts=(Part("u3", 0.0, 1.0),))]
+    write_manifest(tmp_path / "short.jsonl", short)
+    write_manifest(tmp_path / "long.jsonl", long)
+    # alone: u1 one substitution, u2 right, u3 one deletion -> 2 char edits; whole: r1 3 edits, r2 1
+    (tmp_path / "short_hyp.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in
+                                                      [("u1", "abd"), ("u2", "de"), ("u3", "fg")]))
+    (tmp_path / "long_hyp.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in
+                                                     [("r1", "abd dx "), ("r2", "fgx")]))
+    out = tmp_path / "system"
+    # the long set first: no scored set holds its parts yet, so no ratio (and no error)
+    score_hypotheses(tmp_path / "long.jsonl", tmp_path / "long_hyp.jsonl", out, n_boot=50)
+    assert not (out / "eval" / "long" / "in_context.json").exists()
+    score_hypotheses(tmp_path / "short.jsonl", tmp_path / "short_hyp.jsonl", out, n_boot=50)
+    score_hypotheses(tmp_path / "long.jsonl", tmp_path / "long_hyp.jsonl", out, n_boot=50)
+    ic = json.loads((out / "eval" / "long" / "in_context.json").read_text())
+    assert ic["alone_set"] == "short"
+    whole = {r["id"]: r for r in ic["rows"]}
+    assert sorted(whole) == ["r1", "r2"]
+    assert ic["ratio"] == pytest.approx((2 + 1) / (1 + 1))  # r1: "abd dx" vs "abc de" = 2 edits
