@@ -1,16 +1,28 @@
 """Evaluate a trained run: ``python evaluate.py run=<run dir> [data.test=…] [decode.method=beam] [device=cuda]``.
 
-Every ``eval.*`` key left unset takes the run's own setting (conf/evaluate.yaml), so this
-buckets and decodes like the evaluation that followed training.
+Every ``eval.*`` key not given on the command line takes the run's own setting (its config.yaml;
+conf/evaluate.yaml), so this buckets and decodes like the evaluation that followed training.
 """
 
 import os
 import sys
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.training.cli import friendly_errors
+
+
+def eval_given_on_command_line(cfg: DictConfig) -> dict:
+    """The ``eval.*`` keys the command line set (the rest take the run's own values): all of
+    ``cfg.eval`` when the whole group was chosen (``eval=<option>``)."""
+    from asr_pe.training.resume import EVERYTHING, command_line_keys
+
+    keys = command_line_keys()
+    given = OmegaConf.to_container(cfg.eval, resolve=True)
+    if keys == EVERYTHING or "eval" in keys:
+        return given
+    return {k: v for k, v in given.items() if f"eval.{k}" in keys}
 
 
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
@@ -20,7 +32,8 @@ def main(cfg: DictConfig) -> None:
 
     with friendly_errors():
         try:
-            evaluate_run(cfg.run, cfg, device=cfg.device)
+            overrides = {"decode": cfg.decode, "eval": eval_given_on_command_line(cfg), "data": cfg.data}
+            evaluate_run(cfg.run, overrides, device=cfg.device)
         except (DeviceError, EvalSettingsError) as e:  # bad settings: one line, like friendly_errors
             if os.environ.get("ASR_PE_DEBUG"):
                 raise

@@ -2,8 +2,7 @@
 joint CTC/attention beam search, per utterance.
 
 ``attention_decode(model, enc, enc_lengths, tokenizer, decode) -> list[list[int]]`` with
-``decode`` = {method, beam, ctc_weight, length_penalty, max_len_ratio} (the ``decode`` block of
-``conf/train.yaml`` / ``conf/evaluate.yaml``):
+``decode`` = {method, beam, ctc_weight, length_penalty, max_len_ratio} (``conf/decode/default.yaml``):
 
 * ``method=attention``: label-synchronous beam search over the decoder's next-token
   log-probs (:func:`asr_pe.decoding.beam_search.beam_search`), hypotheses ranked by

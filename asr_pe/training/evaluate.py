@@ -6,11 +6,11 @@ selected test set (`asr_pe.inference.decode.decode_batch`) and writes
 ``<run_dir>/eval/<test set>/`` atomically. The decoding method is recorded in the files.
 
 Evaluation settings (``eval:``) are resolved the same way for the evaluation that follows
-``train.py`` and for ``evaluate.py run=<dir>``: `EVAL_DEFAULTS`, then the run's own
-``config.yaml`` ``eval:`` section, then the caller's values that are not null
-(`eval_settings`). ``evaluate.py``'s ``conf/evaluate.yaml`` leaves every ``eval`` key null, so
+``train.py`` and for ``evaluate.py run=<dir>``: `EVAL_DEFAULTS` (conf/eval/default.yaml), then
+the run's own ``config.yaml`` ``eval:`` section, then the caller's values that are not null
+(`eval_settings`). ``evaluate.py`` passes only the ``eval`` keys given on its command line, so
 a later evaluation buckets, blocks and decodes on the device exactly as the one after
-training did unless a key is given on the command line.
+training did unless a key is given.
 
 Every selected test manifest is read before anything is decoded; a missing one or one
 without utterances stops the evaluation with one error naming the file (``EmptyTestSetError``),
@@ -76,22 +76,10 @@ from .run_dir import pe_label
 
 log = logging.getLogger(__name__)
 
-# The evaluation settings when neither the run's config.yaml nor the caller sets them
-# (conf/train.yaml's eval: section repeats them; conf/evaluate.yaml leaves them null).
-EVAL_DEFAULTS: dict[str, Any] = {
-    "edges": DOUBLING,       # 0, 2, 4, 8, ... s until past each set's longest utterance; or a list
-    "n_boot": 1000,          # bootstrap draws per bucket
-    "batch_seconds": 300,    # seconds of audio per decoding batch
-    "block_size": "auto",    # attention query block: auto (sized from the length) | int | none
-    "mode": "full",          # full | chunked
-    "chunk_s": 20.0,
-    "overlap_s": 4.0,
-    "checkpoint": "best",    # best | last
-    "suffix": "",            # results go to eval/<test set><suffix>
-    "device": "auto",        # auto (CUDA when available) | cpu | cuda[:N]
-    "remedy": "",            # inference remedies for long inputs (asr_pe/inference/remedies.py), e.g. rope_yarn+window
-    "train_length_s": None,  # the remedies' training length L_tr (None: run_info.json train_max_duration)
-}
+# The evaluation settings when neither the run's config.yaml nor the caller sets them: the one
+# definition in conf/eval/default.yaml (the group train.py and evaluate.py compose).
+EVAL_DEFAULTS: dict[str, Any] = OmegaConf.to_container(
+    OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "eval" / "default.yaml"))
 
 
 class EvalSettingsError(ValueError):
@@ -116,8 +104,7 @@ def _plain(value: Any) -> Any:
 def eval_settings(run_eval: Mapping[str, Any] | None, override_eval: Mapping[str, Any] | None) -> dict[str, Any]:
     """`EVAL_DEFAULTS` < the run's own ``eval:`` (its config.yaml) < the caller's non-null values.
 
-    A null at either level means "not set here", so ``conf/evaluate.yaml``'s nulls inherit the
-    run's settings. The caller's keys must be known ones (a typo would otherwise be ignored)."""
+    A null at either level means "not set here" (a run's ``train_length_s: null`` keeps the default). The caller's keys must be known ones (a typo would otherwise be ignored)."""
     run_eval, override_eval = dict(_plain(run_eval) or {}), dict(_plain(override_eval) or {})
     unknown = sorted(set(override_eval) - set(EVAL_DEFAULTS))
     if unknown:

@@ -150,8 +150,10 @@ def test_both_entry_points_resolve_the_same_device(run_dir, monkeypatch, cuda):
         ev.evaluate_run(run_dir, train_style(train_cfg))
     for overrides in ([], ["device=cpu"], ["eval.device=cpu"]):
         cfg = compose_cfg("evaluate", [f"run={run_dir}", *overrides])
+        # what evaluate.py passes: only the eval keys of its command line (the rest: the run's own)
+        given = {o.split("=")[0][len("eval."):]: o.split("=")[1] for o in overrides if o.startswith("eval.")}
         with pytest.raises(Stop):
-            ev.evaluate_run(cfg.run, cfg, device=cfg.device)
+            ev.evaluate_run(cfg.run, {"decode": cfg.decode, "eval": given}, device=cfg.device)
     assert loaded == ["cuda" if cuda else "cpu", "cuda" if cuda else "cpu", "cpu", "cpu"]
 
 
@@ -162,8 +164,10 @@ def test_composed_configs_default_to_auto_device_doubling_edges_and_auto_blocks(
         got = (settings["device"], settings["edges"], settings["block_size"])
         assert got == ("auto", "doubling", "auto"), experiment
     cfg = compose_cfg("evaluate", ["run=/x"])
-    assert cfg.device is None and all(v is None for v in cfg.eval.values())  # every eval key: the run's own
-    assert compose_cfg("evaluate", ["run=/x", "eval.device=cuda"]).device == "cuda"  # device follows eval.device
+    # one definition: evaluate.py composes the group train.py does, and EVAL_DEFAULTS is that file
+    assert cfg.device is None and OmegaConf.to_container(cfg.eval) == ev.EVAL_DEFAULTS
+    assert OmegaConf.to_container(compose_cfg("train", []).eval) == ev.EVAL_DEFAULTS
+    assert compose_cfg("evaluate", ["run=/x"]).decode == compose_cfg("transcribe", ["run=/x", "audio=/y"]).decode
     assert compose_cfg("transcribe", ["run=/x", "audio=/y"]).device == "auto"
 
 
