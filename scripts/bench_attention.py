@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark the cost of every positional encoding in the encoder (issue 6).
+"""Benchmark the cost of every positional encoding in the encoder.
 
 ``--mode train`` (default): forward + backward of the encoder per PE, interleaved, ratios to
 ``pe=none`` from the same run, then a peak-memory pass. ``--mode long``: inference over one long

@@ -1,8 +1,8 @@
-"""Benchmarks of the positional encodings' cost (issue 6), run by ``scripts/bench_attention.py``.
+"""Benchmarks of the positional encodings' cost, run by ``scripts/bench_attention.py``.
 
 * `asr_pe.bench.attention`: the options (`BenchConfig`), the train-mode timing and memory
   passes and the long-recording inference sweep, both behind `run_benchmark`;
-* `asr_pe.bench.cases`: the cases (every PE plus torchaudio's Conformer) and issue 6's targets;
+* `asr_pe.bench.cases`: the cases (every PE plus torchaudio's Conformer) and the cost targets;
 * `asr_pe.bench.long_worker`: one long-mode measurement, run in its own child process;
 * `asr_pe.bench.measure`: step timing (wall and process CPU time) and peak memory;
 * `asr_pe.bench.report`: the CSV and markdown files and the printed table.

@@ -1,4 +1,4 @@
-"""Cost of every positional encoding in the encoder (issue 6): the two modes and their options.
+"""Cost of every positional encoding in the encoder: the two modes and their options.
 
 * ``train``: forward + backward of the encoder alone (default: Conformer, 6 layers, d = 144,
   4 heads, FFN 576, conv kernel 15, batch 8, padded lengths 100 % … 75 % of T) for every PE at

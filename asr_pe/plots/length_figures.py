@@ -3,7 +3,7 @@
 Two figures, both read from the run directories `wer_vs_length.load_runs` reads and drawn with
 its helpers (`draw_series`, `format_length_axis`, `save_figure`):
 
-``plot_faceted`` (issue 26): one panel per PE family (`PE_FAMILY`: where the PE acts: input stage,
+``plot_faceted``: one panel per PE family (`PE_FAMILY`: where the PE acts: input stage,
 q/k rotation, attention-logit bias, after softmax; unknown names go to ``other``), per encoder or
 per study arm (run_info.json ``arm``; the main study's runs have none). Each panel shows its
 labels' short-set buckets (line: seed mean; band: mean of the seeds' bootstrap CI bounds; x:
@@ -19,7 +19,7 @@ reference bucket (default ``2-4`` s of the short set; different content): the po
 recording drawn with the reference utterances inside it, `asr_pe.evaluation.length_ratio`),
 otherwise the min..max of the per-seed ratios, and the panel's caption says which.
 
-``plot_remedies`` (issue 25): for one PE, one line per remedy (the plain model, each inference
+``plot_remedies``: for one PE, one line per remedy (the plain model, each inference
 remedy ``eval/<set>_<remedy>``, chunked inference, each training remedy of the runs given),
 seeds pooled, over the short set's buckets plus the long-form point, with CI bands.
 
