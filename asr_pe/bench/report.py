@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import os
 import platform
 import subprocess
 from pathlib import Path
 
 import torch
+
+from asr_pe.io import atomic_write_text
 
 from .cases import TARGET_LENGTHS, TARGETS, target_status
 
@@ -82,18 +85,15 @@ def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
 
 def write_outputs(rows: list[dict], cfg: BenchConfig, device: torch.device) -> tuple[Path, Path]:
     """Write ``<cfg.out>/bench_<mode>_<device>.csv`` (columns: every key of the rows, first seen
-    first) and ``.md``, each through a temporary file and ``os.replace`` -> (csv, md)."""
+    first) and ``.md``, each written atomically -> (csv, md)."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"bench_{cfg.mode}_{device.type}"
     keys = list(dict.fromkeys(k for r in rows for k in r))
-    tmp = stem.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, stem.with_suffix(".csv"))
-    tmp = stem.with_suffix(".md.tmp")
-    tmp.write_text(markdown(rows, cfg, device))
-    os.replace(tmp, stem.with_suffix(".md"))
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=keys)
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_text(stem.with_suffix(".csv"), buf.getvalue())
+    atomic_write_text(stem.with_suffix(".md"), markdown(rows, cfg, device))
     return stem.with_suffix(".csv"), stem.with_suffix(".md")

@@ -54,7 +54,6 @@ import logging
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -64,7 +63,7 @@ import soundfile as sf
 
 from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Part, Utterance, write_manifest
-from asr_pe.io import atomic_write_json
+from asr_pe.io import atomic_path, atomic_write_json
 
 __all__ = ["JoinFill", "LongformError", "LongformReport", "build_longform", "estimate_background",
            "join_recording", "plan_windows", "target_label"]
@@ -324,17 +323,10 @@ def _joined_speaker(parts: Sequence[Utterance]) -> str | None:
 
 
 def _write_flac(path: Path, wave: np.ndarray, sample_rate: int) -> None:
-    """16-bit FLAC via a temp file + os.replace, so a kill never leaves a truncated file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".flac")
-    os.close(fd)
-    try:
+    """16-bit FLAC written atomically, so a kill never leaves a truncated file."""
+    with atomic_path(path) as tmp:
         # clip so that full-scale samples do not wrap around in the int16 conversion
         sf.write(tmp, np.clip(wave, -1.0, 32767 / 32768), sample_rate, format="FLAC", subtype="PCM_16")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def join_recording(uid: str, parts: Sequence[Utterance], out_dir: str | os.PathLike, *, gap_s: float,

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
+from asr_pe.io import atomic_path
 from asr_pe.models.positional import build_positional
 from asr_pe.models.positional.base import ATTENTION_PES, INPUT_PES, AttentionPE, InputPE
 
@@ -165,10 +166,8 @@ def _figure(n_panels: int, *, cols: int | None = None, size: float = 3.6):
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}.png")
-    fig.savefig(tmp, dpi=100)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     return path
 
 

@@ -46,6 +46,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from asr_pe.evaluation.buckets import ALL_LABEL, atomic_write_text, read_bucket_csv
+from asr_pe.io import atomic_path
 
 __all__ = ["RunResult", "LabelSeries", "RunDirError", "find_run_dirs", "test_sets_of", "load_runs",
            "aggregate", "reference_bucket", "long_csv", "markdown_report", "plot_series",
@@ -415,9 +416,8 @@ def format_length_axis(ax) -> None:
 def save_figure(fig, path: str | os.PathLike) -> None:
     """Write ``fig`` to ``path`` atomically (temporary file beside it, then os.replace)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix or '.png'}")
-    fig.savefig(tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png")
 
 
 def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: str, test_set: str,

@@ -42,7 +42,7 @@ import torchaudio
 from asr_pe.data.manifest import Utterance, write_manifest
 from asr_pe.data.synth.espeak import IsolatedSynthesizer
 from asr_pe.data.synth.sentences import generate_sentences, spoken_text, transcript
-from asr_pe.io import atomic_write_text
+from asr_pe.io import atomic_path, atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -264,10 +264,8 @@ def make_utterance(config: SynthConfig, split: str, index: int, corpus_dir: Path
     utt_id = utterance_id(split, index)
     relative = Path("audio") / split / f"{utt_id}.flac"
     path = corpus_dir / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    sf.write(tmp, audio, config.sample_rate, format="FLAC", subtype="PCM_16")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        sf.write(tmp, audio, config.sample_rate, format="FLAC", subtype="PCM_16")
     return {
         "split": split,
         "index": index,
@@ -422,9 +420,7 @@ def _is_complete(corpus_dir: Path) -> bool:
 
 
 def _write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_json(path, data, sort_keys=True)
 
 
 def build_synth_corpus(root: str | os.PathLike | None = None, *, workers: int = 2,
