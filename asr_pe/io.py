@@ -58,6 +58,23 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+def read_jsonl(path: str | os.PathLike, error: type[Exception] = ValueError) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSON-lines file. A line that is not JSON,
+    or not a JSON object, raises ``error("<path>:<line>: ...")``: the one place that says so for
+    every JSONL file the project reads (result records, hypotheses)."""
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise error(f"{path}:{line_no}: invalid JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise error(f"{path}:{line_no}: expected a JSON object")
+            yield line_no, rec
+
+
 def unwritable_reason(path: str | os.PathLike) -> str | None:
     """Why ``path`` cannot be written (created with its missing folders), or None if it can.
 

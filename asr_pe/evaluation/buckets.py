@@ -38,7 +38,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from asr_pe.io import atomic_write_text
+from asr_pe.io import atomic_write_text, read_jsonl
 
 __all__ = [
     "DEFAULT_EDGES", "DOUBLING", "FIRST_DOUBLING_EDGE", "doubling_edges", "resolve_edges", "describe_edges",
@@ -369,20 +369,10 @@ def write_per_utt(records: Iterable[dict], path: str | os.PathLike) -> None:
 
 def read_per_utt(path: str | os.PathLike) -> list[dict]:
     """Read ``per_utt.jsonl``; a malformed line raises PerUttError naming file and line."""
-    path = Path(path)
     out = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise PerUttError(f"{path}:{line_no}: invalid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise PerUttError(f"{path}:{line_no}: expected a JSON object")
-            missing = [k for k in RECORD_KEYS if k not in rec]
-            if missing:
-                raise PerUttError(f"{path}:{line_no}: missing keys {missing}")
-            out.append(rec)
+    for line_no, rec in read_jsonl(Path(path), PerUttError):
+        missing = [k for k in RECORD_KEYS if k not in rec]
+        if missing:
+            raise PerUttError(f"{path}:{line_no}: missing keys {missing}")
+        out.append(rec)
     return out

@@ -61,7 +61,7 @@ from asr_pe.evaluation.buckets import (
     write_per_utt,
 )
 from asr_pe.evaluation.scoring import score_record
-from asr_pe.io import atomic_write_text
+from asr_pe.io import atomic_write_text, read_jsonl
 
 __all__ = ["FORMATS", "HypothesisError", "Hypotheses", "read_hypotheses", "guess_format", "match_hypotheses",
            "score_hypotheses", "score_in_context"]
@@ -114,29 +114,20 @@ def _add(hyps: Hypotheses, utt_id: str, text: str, line: int) -> None:
 def _read_jsonl(path: str, text_key: str | None) -> Hypotheses:
     hyps = Hypotheses(path, "jsonl")
     key = text_key or "text"
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise HypothesisError(f"{path}:{line_no}: invalid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise HypothesisError(f"{path}:{line_no}: expected a JSON object with 'id' and '{key}'")
-            if text_key is None and _NEMO_PRED_KEY in rec:
-                raise HypothesisError(
-                    f"{path}:{line_no}: the line holds both 'text' and '{_NEMO_PRED_KEY}' (a NeMo transcription "
-                    f"manifest, whose 'text' is the reference); pass --text-key {_NEMO_PRED_KEY}")
-            utt_id, text = rec.get("id"), rec.get(key)
-            if not isinstance(utt_id, str) or not utt_id.strip():
-                raise HypothesisError(f"{path}:{line_no}: no 'id' (a non-empty string); export the manifests with "
-                                      "their ids and keep them in the toolkit's output")
-            if text is None:
-                text = ""  # a toolkit that writes nothing for silence: an empty hypothesis
-            if not isinstance(text, str):
-                raise HypothesisError(f"{path}:{line_no}: '{key}' must be a string, got {type(text).__name__}")
-            _add(hyps, utt_id, text, line_no)
+    for line_no, rec in read_jsonl(path, HypothesisError):
+        if text_key is None and _NEMO_PRED_KEY in rec:
+            raise HypothesisError(
+                f"{path}:{line_no}: the line holds both 'text' and '{_NEMO_PRED_KEY}' (a NeMo transcription "
+                f"manifest, whose 'text' is the reference); pass --text-key {_NEMO_PRED_KEY}")
+        utt_id, text = rec.get("id"), rec.get(key)
+        if not isinstance(utt_id, str) or not utt_id.strip():
+            raise HypothesisError(f"{path}:{line_no}: no 'id' (a non-empty string); export the manifests with "
+                                  "their ids and keep them in the toolkit's output")
+        if text is None:
+            text = ""  # a toolkit that writes nothing for silence: an empty hypothesis
+        if not isinstance(text, str):
+            raise HypothesisError(f"{path}:{line_no}: '{key}' must be a string, got {type(text).__name__}")
+        _add(hyps, utt_id, text, line_no)
     return hyps
 
 

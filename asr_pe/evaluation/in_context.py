@@ -59,6 +59,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from asr_pe.evaluation.scoring import normalize_text, score_utterance
+from asr_pe.io import read_jsonl
 
 __all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
            "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
@@ -282,17 +283,10 @@ def read_records(path: str | os.PathLike) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"per-utterance records not found: {path}")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                if not all(k in rec for k in ("id", "duration", "ref", "hyp")):
-                    raise KeyError("id, duration, ref and hyp")
-            except (ValueError, KeyError, TypeError) as e:
-                raise InContextError(f"{path}:{lineno}: not a per-utterance record ({e})") from None
-            out.append(rec)
+    for lineno, rec in read_jsonl(path, InContextError):
+        if not all(k in rec for k in ("id", "duration", "ref", "hyp")):
+            raise InContextError(f"{path}:{lineno}: not a per-utterance record (needs id, duration, ref and hyp)")
+        out.append(rec)
     return out
 
 

@@ -40,13 +40,14 @@ Reads each eval set's ``per_utt.jsonl`` (written by `evaluate.py`: ``duration``,
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from asr_pe.io import read_jsonl
 
 __all__ = ["PER_UTT", "METRIC_KEYS", "read_errors", "length_ratio_ci", "difference_ci"]
 
@@ -68,18 +69,14 @@ def read_errors(set_dir: str | os.PathLike, *, metric: str = "cer", lo: float = 
         return None
     err_key, ref_key = METRIC_KEYS[metric]
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                duration = float(rec["duration"])
-                if lo <= duration < hi:
-                    rows.append((str(rec["id"]), float(rec[err_key]), float(rec[ref_key])))
-            except (ValueError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{lineno}: not a per-utterance record with duration, id, "
-                                 f"{err_key} and {ref_key} ({e})") from None
+    for lineno, rec in read_jsonl(path):
+        try:
+            duration = float(rec["duration"])
+            if lo <= duration < hi:
+                rows.append((str(rec["id"]), float(rec[err_key]), float(rec[ref_key])))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{lineno}: not a per-utterance record with duration, id, "
+                             f"{err_key} and {ref_key} ({e})") from None
     rows.sort()
     return ([r[0] for r in rows], np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
 
