@@ -530,7 +530,7 @@ def test_synth_stage_3_evaluates_each_remedy_that_applies_once(tmp_path):
         (run_dir / "eval").mkdir(parents=True)
         (run_dir / "run_info.json").write_text(json.dumps({"pe": pe, "loss": "ctc"}))
         if done:
-            (run_dir / "eval" / "done.json").write_text("{}")
+            (run_dir / "eval" / "done.json").write_text(json.dumps({"test_sets": ["test", "longform"]}))
     args = ("--stage", "3", "--stop_stage", "3", "--study_dir", str(study), "--remedies",
             "window window:2.5 rope_yarn chunked", "--attention_seeds", "1")
     run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
@@ -541,9 +541,25 @@ def test_synth_stage_3_evaluates_each_remedy_that_applies_once(tmp_path):
         f"evaluate.py run={sin} eval.remedy=window", f"evaluate.py run={sin} eval.remedy=window:2.5",
         f"evaluate.py run={sin} eval.mode=chunked eval.suffix=_chunked"]  # alibi: not listed; t5: not evaluated
     assert (rope / "eval" / "done_window2p5.json").exists()  # the folder name evaluate.py gives it
+    for run_dir, suffixes in ((rope, ("_window", "_window2p5", "_rope_yarn", "_chunked")),
+                              (sin, ("_window", "_window2p5", "_chunked"))):  # what evaluate.py left
+        for suffix in suffixes:
+            for test_set in ("test", "longform"):
+                evaluated(run_dir, test_set + suffix)
     log.unlink()
     run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
     assert not log.exists(), "a remedy already evaluated is not evaluated again"
+    # rope trained further: its remedy results name a checkpoint whose bytes changed; redone
+    (rope / "checkpoints" / "best.ckpt").write_bytes(b"trained further")
+    out = run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
+    assert calls(log) == [
+        f"evaluate.py run={rope} eval.remedy=window", f"evaluate.py run={rope} eval.remedy=window:2.5",
+        f"evaluate.py run={rope} eval.remedy=rope_yarn", f"evaluate.py run={rope} eval.mode=chunked eval.suffix=_chunked"]
+    assert "rope_ctc_s0: window: results of an older checkpoint (test_window longform_window)" in out.stdout
+    for suffix in ("_window", "_window2p5", "_rope_yarn", "_chunked"):  # evaluate.py's new results
+        for test_set in ("test", "longform"):
+            evaluated(rope, test_set + suffix, checkpoint=b"trained further")
+    log.unlink()
     # attention statistics of the seed-0 runs (by default), once: the fake leaves no CSV, so the
     # call is repeated until one exists
     run(SYNTH, *args[:-2], "--remedies", "window", python=str(exe), env={"FAKE_LOG": str(log)})
