@@ -122,6 +122,11 @@ class SaveOnSigterm(Callback):
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if not isinstance(exception, SIGTERMException) or trainer.state.stage != RunningStage.TRAINING:
             return
+        # the loggers first (as every step checkpoint does, training/checkpoints.py): the CSV
+        # logger's buffered rows up to this step would otherwise be lost, and a resume from this
+        # step does not log them again
+        for logger in trainer.loggers:
+            logger.save()
         trainer.save_checkpoint(self.path)
         self.saved_step = int(trainer.global_step)
         log.info("SIGTERM: saved step %d to %s", self.saved_step, self.path)
