@@ -19,34 +19,26 @@ os.umask(_UMASK)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """For writers that need a file name (matplotlib's savefig, soundfile): yields a temporary
-    path in the target's folder, with the target's suffix (writers pick the format from it);
-    on success it replaces ``path`` atomically, on failure it is removed.
+    """A temporary path beside ``path`` (``.<name>.<random>.tmp``: hidden, and what a run's start
+    clears after a kill) that replaces ``path`` atomically when the block succeeds and is removed
+    when it fails. For writers that need a file name (matplotlib's savefig, soundfile): give them
+    the format explicitly, the temporary name does not end in the target's suffix.
 
         with atomic_path(out / "fig.png") as tmp:
-            fig.savefig(tmp)
+            fig.savefig(tmp, format="png")
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield Path(tmp)

@@ -14,6 +14,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from asr_pe.io import atomic_path
+
 
 def plot_layer_heads(weights: np.ndarray, frame_shift_s: float, title: str, path: Path) -> Path:
     """weights (H, T, T) of one layer -> a PNG with one panel per head (axes in seconds)."""
@@ -35,10 +37,8 @@ def plot_layer_heads(weights: np.ndarray, frame_shift_s: float, title: str, path
         ax.tick_params(labelsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
     return path
 
 
