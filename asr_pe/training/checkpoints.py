@@ -23,8 +23,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+
+from .provenance import checkpoint_step as stored_step
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,10 @@ def run_checkpoints(run_dir: Path, every_n_train_steps: int) -> list[ModelCheckp
 def checkpoint_step(path: Path) -> int | None:
     """The ``global_step`` stored in a checkpoint; None when it cannot be read (truncated, foreign)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        return int(state["global_step"])
+        step = stored_step(path)
+        if step is None:
+            raise KeyError("global_step")
+        return step
     except Exception as e:  # a damaged file is skipped, never resumed from
         log.warning("checkpoint %s cannot be read (%s: %s); not resuming from it", path, type(e).__name__, e)
         return None
