@@ -106,7 +106,6 @@ def train(cfg: DictConfig) -> Path:
         from asr_pe.inference.device import resolve_device
 
         resolve_device(cfg.eval.get("device", "auto"))  # eval.device=cuda on a CPU node: fail now, not after training
-    zero = trainer.is_global_zero
     if zero:
         print(f"[asr_pe] run directory: {run_dir}")
         if ckpt is not None:
