@@ -1,0 +1,688 @@
+"""Every quantitative statement of recipes/synth/RESULTS.md (and the study notes it quotes), with
+the numbers computed from the archived runs under recipes/synth/study/.
+
+Each entry is a `Claim` (the sentence with ``{}`` where its numbers stand, and the numbers computed
+from the archive) or a `Fact` (a statement in words, and what contradicts it). Tables of RESULTS.md
+that copy a generated study table are checked cell by cell against it (`copied_rows`).
+`tests/recipes/test_results_claims.py` checks them all; ``python recipes/synth/claims.py`` prints
+what disagrees. CIs are recomputed (1000 resamples, the generators' seed), so a printed CI must be
+the one the study's tables give.
+
+Seeds are named in every path, so the claims do not move when new seeds are archived.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from asr_pe.plots.results_claims import LONG, Claim, Fact, StudyData, check_claims, markdown_rows
+
+RECIPE = Path(__file__).resolve().parent
+STUDY = RECIPE / "study"
+S01 = (0, 1)
+TEST_BUCKETS = ("0-2", "2-4", "4-8", "8-16", "16-32", "32-64")
+ROPE_DECODINGS = {"plain": "", "window": "_window", "window:10": "_window10", "chunked": "_chunked",
+                  "NTK": "_rope_ntk", "logit scale": "_logit_scale", "YaRN": "_rope_yarn",
+                  "position interpolation": "_rope_pi"}
+
+
+def study_data(n_boot: int = 1000) -> StudyData:
+    return StudyData(STUDY, STUDY / "longform" / "parts.json", n_boot=n_boot)
+
+
+# ---------------------------------------------------------------- shorthands over the archive
+
+def runs(d, pe, folder="runs", seeds=S01, head="ctc"):
+    """Run paths; ``folder`` "seeds": the later seeds, archived in study/seeds/, with 0 and 1 from study/runs/."""
+    if folder == "seeds":
+        return tuple(d.paths("runs" if s in S01 else "seeds", pe, (s,), head)[0] for s in seeds)
+    return d.paths(folder, pe, seeds, head)
+
+
+def cer(d, pe, bucket="2-4", set_name="test", folder="runs", seeds=S01, head="ctc", metric="cer"):
+    """Seed mean; ``bucket`` LONG (the default of the long-form sets) for the 160 s recordings."""
+    if set_name.startswith("longform"):
+        bucket = LONG
+    return d.value(runs(d, pe, folder, seeds, head), set_name, bucket, metric)
+
+
+def per_seed(d, pe, bucket="2-4", set_name="test", folder="runs", seeds=S01, head="ctc"):
+    if set_name.startswith("longform"):
+        bucket = LONG
+    return d.per_seed(runs(d, pe, folder, seeds, head), set_name, bucket)
+
+
+def long_(d, pe, suffix="", **kw):
+    return cer(d, pe, LONG, "longform" + suffix, **kw)
+
+
+def trio(d, pe, suffix="", **kw):
+    """CER at 2-4 s, 32-64 s and 160 s."""
+    return [cer(d, pe, "2-4", "test" + suffix, **kw), cer(d, pe, "32-64", "test" + suffix, **kw),
+            long_(d, pe, suffix, **kw)]
+
+
+def ratio(d, pe, suffix="", **kw):
+    """160 s over 2-4 s, seed means, the same decoding in both."""
+    return long_(d, pe, suffix, **kw) / cer(d, pe, "2-4", "test" + suffix, **kw)
+
+
+def ratio_ci(d, pe, folder="runs", seeds=S01):
+    return list(d.ratio_ci(runs(d, pe, folder, seeds)))
+
+
+def in_ctx(d, pe, folder="runs", seeds=S01):
+    return d.in_context(runs(d, pe, folder, seeds)).pooled
+
+
+def cost(d, pe_run, plain="", folder="remedies", suffix="", plain_pe=None):
+    """2-4 s CER of a (training and/or inference) remedy minus the plain model's, mean over the
+    seeds that have both (as `remedy_table` computes it)."""
+    mine = per_seed(d, pe_run, "2-4", "test" + suffix, folder)
+    base = per_seed(d, plain_pe or pe_run.split("_")[0], "2-4", "test")
+    return sum(m - b for m, b in zip(mine, base)) / len(mine)
+
+
+def local(d, pe, bucket, folder="runs", seed=0):
+    return d.attention(runs(d, pe, folder, (seed,))[0], bucket)
+
+
+def diff(d, pe, other, set_name, bucket=LONG, folder="runs", seeds=S01):
+    return list(d.difference(runs(d, pe, folder, seeds), runs(d, other, folder, seeds), set_name, bucket))
+
+
+def gap(d, pe, bucket, set_name="test", folder="runs"):
+    a, b = per_seed(d, pe, bucket, set_name, folder)
+    return abs(a - b)
+
+
+STUDY_PES = ("rope", "relative", "alibi", "rem", "t5", "conv", "shaw", "sinusoidal_sqrtd", "learned_wrap",
+             "none", "sinusoidal", "cape")
+CONFORMER_PES = ("none", "sinusoidal", "rope", "relative", "cape")
+ARM70_PES = ("relative", "none", "sinusoidal", "cape")
+
+
+def all_cells(d, pe, folder="runs"):
+    """(bucket, mean CER) of every bucket of ``test`` and the long-form set."""
+    out = [(b, cer(d, pe, b, folder=folder)) for b in TEST_BUCKETS]
+    return out + [("160 s", long_(d, pe, folder=folder))]
+
+
+# ---------------------------------------------------------------- facts
+
+def _window_costs_nothing(d):
+    """Inference remedies act past the training length only: 0-2 and 2-4 s unchanged."""
+    bad = []
+    for pe in ("rope", "t5", "shaw", "sinusoidal", "relative"):
+        for suffix in ("_window", "_window10", "_chunked", "_logit_scale"):
+            for b in ("0-2", "2-4"):
+                if per_seed(d, pe, b, "test" + suffix) != per_seed(d, pe, b, "test"):
+                    bad.append(f"{pe}{suffix} changes {b} s")
+    return bad
+
+
+def _two_rope_decodings_differ(d):
+    """Exactly YaRN and position interpolation have seeds more than 2.6 points apart at 160 s."""
+    far = [name for name, s in ROPE_DECODINGS.items() if gap(d, "rope", LONG, "longform" + s) > 2.65]
+    return [] if far == ["YaRN", "position interpolation"] else [f"seeds > 2.6 points apart: {far}"]
+
+
+def _logit_scale_worse_except_shaw(d):
+    better = [pe for pe in ("rope", "sinusoidal", "t5", "relative", "shaw")
+              if long_(d, pe, "_logit_scale") <= long_(d, pe)]
+    return [] if better == ["shaw"] else [f"logit scale not worse at 160 s for {better}"]
+
+
+def _below(a, b, what):
+    return [] if a < b else [f"{what}: {a:.2f} is not below {b:.2f}"]
+
+
+def _sin_concat_better_from_2s(d):
+    bad = [b for b in TEST_BUCKETS[1:] if cer(d, "sinusoidal_concat", b, folder="remedies") >= cer(d, "sinusoidal", b)]
+    bad += [] if long_(d, "sinusoidal_concat", folder="remedies") < long_(d, "sinusoidal") else ["160 s"]
+    worse_first = cer(d, "sinusoidal_concat", "0-2", folder="remedies") > cer(d, "sinusoidal", "0-2")
+    return [f"joined sinusoidal not better at {bad}"] if bad else ([] if worse_first else ["better at 0-2 s too"])
+
+
+def _concat_best_rope_at_32(d):
+    models = {"plain": cer(d, "rope", "32-64")} | {
+        r: cer(d, f"rope_{r}", "32-64", folder="remedies") for r in ("posscale", "randpos", "concat")}
+    best = min(models, key=models.get)
+    return [] if best == "concat" else [f"best plainly decoded RoPE model at 32-64 s: {best}"]
+
+
+def _test_sizes(d):
+    bad = []
+    for pe in STUDY_PES:
+        for r in d.series(runs(d, pe), "test").runs:
+            bad += [f"{r.run_dir.name} {row['bucket']}: {row['utterances']}" for row in r.rows
+                    if row["bucket"] != LONG and row["utterances"] != 25]
+        for r in d.series(runs(d, pe), "longform").runs:
+            bad += [f"{r.run_dir.name} longform: {row['utterances']}" for row in r.rows
+                    if row["bucket"] == LONG and row["utterances"] != 13]
+    return bad
+
+
+def _max_seed_gap_pes(d):
+    """The largest seed gap in a bucket of test, to one decimal, and the PEs (at 0-2 s) having it."""
+    gaps = {(pe, b): gap(d, pe, b) for pe in STUDY_PES for b in TEST_BUCKETS}
+    top = max(gaps.values())
+    at = sorted(pe for (pe, b), g in gaps.items() if round(g, 1) >= 1.4 and b == "0-2")
+    bad = [] if round(top, 1) == 1.4 else [f"largest gap {top:.2f}"]
+    return bad + ([] if at == ["conv", "shaw", "t5"] else [f"PEs at 0-2 s with ~1.5: {at}"])
+
+
+def _rope_160_largest_gap(d):
+    top = max(((gap(d, pe, b), pe, b) for pe in STUDY_PES for b in TEST_BUCKETS), default=(0,))
+    longest = max(gap(d, pe, LONG, "longform") for pe in STUDY_PES if pe != "rope")
+    rope = gap(d, "rope", LONG, "longform")
+    return [] if rope > max(top[0], longest) else [f"RoPE's 160 s gap {rope:.2f} is not the largest"]
+
+
+def _relative_best_from_8s(d):
+    bad = []
+    for b, v in all_cells(d, "relative")[3:]:
+        best = min(STUDY_PES, key=lambda pe: dict(all_cells(d, pe))[b])
+        if best != "relative":
+            bad.append(f"{b}: {best} is more accurate")
+    return bad
+
+
+def _ci_excludes_one(d):
+    """Which PEs besides RoPE have a cross-set ratio CI above 1 (the sentence names them)."""
+    above = sorted(pe for pe in STUDY_PES if pe != "rope" and ratio_ci(d, pe)[1] > 1)
+    return [] if above == ["sinusoidal", "sinusoidal_sqrtd", "t5"] else [f"CIs above 1: {above}"]
+
+
+def _conformer_rope_drifts_most(d):
+    """RoPE has the largest 160 s / 2-4 s ratio and the largest excess over `none` at 160 s."""
+    top = max(CONFORMER_PES, key=lambda pe: ratio(d, pe, folder="arms/conformer"))
+    excess = max(CONFORMER_PES, key=lambda pe: long_(d, pe, folder="arms/conformer"))
+    return [] if top == excess == "rope" else [f"largest ratio: {top}, highest CER at 160 s: {excess}"]
+
+
+def _cer_definition(d):
+    """What scoring does: lowercase, collapse whitespace, count the spaces between words; a bucket
+    pools Σ edits / Σ reference characters."""
+    from asr_pe.evaluation.buckets import bucket_table
+    from asr_pe.evaluation.scoring import score_record
+    a = score_record("a", 1.0, "The  Cat ", "the cat")        # normalised alike: no edit
+    b = score_record("b", 1.5, "ab cd", "abcd")               # the space between words is a character
+    bad = [] if (a["char_errors"], a["ref_chars"]) == (0, 7) else [f"normalisation: {a}"]
+    bad += [] if (b["char_errors"], b["ref_chars"]) == (1, 5) else [f"spaces: {b}"]
+    row = bucket_table([a, b], [0, 2], n_boot=1)[0]
+    return bad + ([] if abs(row["cer"] - 100 * 1 / 12) < 1e-9 else [f"pooling: {row['cer']}"])
+
+
+def _conformer_beats_transformers(d):
+    bad = []
+    for pe in CONFORMER_PES:
+        for b, v in all_cells(d, pe, "arms/conformer"):
+            best = min(dict(all_cells(d, t))[b] for t in STUDY_PES)
+            if v >= best:
+                bad.append(f"{pe} at {b}: {v:.2f} against the best Transformer's {best:.2f}")
+    return bad
+
+
+def _conformer_paired_2_4(d):
+    bad = []
+    for pe in ("sinusoidal", "rope", "relative", "cape"):
+        _, lo, hi = diff(d, pe, "none", "test", "2-4", "arms/conformer")
+        if not lo <= 0 <= hi:
+            bad.append(f"{pe} differs from none at 2-4 s [{lo:.2f}, {hi:.2f}]")
+    return bad
+
+
+def _conformer_ratio_cis(d):
+    """Which Conformer ratio CIs exclude 1 (the sentence names RoPE's only)."""
+    out = sorted(pe for pe in CONFORMER_PES if not ratio_ci(d, pe, "arms/conformer")[1] <= 1
+                 <= ratio_ci(d, pe, "arms/conformer")[2])
+    return [] if out == ["rope"] else [f"ratio CIs excluding 1: {out}"]
+
+
+def _sin3x_worst_from_8s(d):
+    f = "arms/frontend70_long"
+    bad = []
+    for b in ("8-16", "16-32", "32-64", LONG):
+        s = "longform" if b == LONG else "test"
+        v = {pe: cer(d, pe, b, s, f, (0,)) for pe in ("none", "sinusoidal", "cape")}
+        if max(v, key=v.get) != "sinusoidal":
+            bad.append(f"{b}: sinusoidal not the worst")
+    v = {pe: cer(d, pe, "2-4", "test", f, (0,)) for pe in ("none", "sinusoidal", "cape")}
+    return bad + ([] if min(v, key=v.get) == "sinusoidal" else ["sinusoidal not the best at 2-4 s"])
+
+
+# ---------------------------------------------------------------- RESULTS.md
+
+def _rope_row(d, pe, folder="remedies", plain=False):
+    """A row of the training-remedies table: 2-4 s (s0, s1), 32-64, 160 s (s0, s1), + window, cost."""
+    kw = {} if plain else {"folder": folder}
+    out = [cer(d, pe, **kw), *per_seed(d, pe, **kw), cer(d, pe, "32-64", **kw), long_(d, pe, **kw),
+           *per_seed(d, pe, LONG, "longform", **kw), long_(d, pe, "_window", **kw)]
+    return out + ([] if plain else [cost(d, pe)])
+
+
+def _conformer_row(d, pe):
+    f = "arms/conformer"
+    out = [cer(d, pe, folder=f), *per_seed(d, pe, folder=f), cer(d, pe, "32-64", folder=f), long_(d, pe, folder=f),
+           *per_seed(d, pe, LONG, "longform", f), *ratio_ci(d, pe, f)]
+    if pe != "none":
+        out += diff(d, pe, "none", "longform", folder=f)
+    return out + [local(d, pe, "2-4", f), local(d, pe, "128-256", f), *trio(d, pe)]
+
+
+def _arm70_row(d, pe):
+    f = "arms/frontend70"
+    return [cer(d, pe, folder=f), *per_seed(d, pe, folder=f), cer(d, pe, "32-64", folder=f), long_(d, pe, folder=f),
+            *per_seed(d, pe, LONG, "longform", f), *ratio_ci(d, pe, f), local(d, pe, "2-4", f),
+            local(d, pe, "128-256", f)]
+
+
+def _arm3x_row(d, pe):
+    f, s0 = "arms/frontend70_long", (0,)
+    out = [cer(d, pe, folder=f, seeds=s0), cer(d, pe, "32-64", folder=f, seeds=s0), long_(d, pe, folder=f, seeds=s0),
+           *ratio_ci(d, pe, f, s0)]
+    if pe != "none":
+        out += diff(d, pe, "none", "test", "2-4", f, s0) + diff(d, pe, "none", "longform", LONG, f, s0)
+    return out + [local(d, pe, "2-4", f)]
+
+
+def _cape_row(d, folder):
+    return [cer(d, "cape", "0-2", folder=folder), *per_seed(d, "cape", "0-2", folder=folder),
+            cer(d, "cape", folder=folder), *per_seed(d, "cape", folder=folder),
+            cer(d, "cape", "32-64", folder=folder), *per_seed(d, "cape", "32-64", folder=folder),
+            long_(d, "cape", folder=folder), *per_seed(d, "cape", LONG, "longform", folder),
+            *ratio_ci(d, "cape", folder), local(d, "cape", "128-256", folder)]
+
+
+def _hybrid(d, pe, set_name, bucket):
+    return cer(d, pe, bucket, set_name, seeds=(0,), head="hybrid")
+
+
+def _minmax(values):
+    values = list(values)
+    return [min(values), max(values)]
+
+
+CLAIMS = [
+    Fact("CER definition", "Σ character edits (substitutions, deletions, insertions) / Σ reference characters, after "
+         "lowercasing and collapsing whitespace, the single spaces between words counted", _cer_definition),
+    # in-context ratio
+    Claim("in-context headline",
+          "only RoPE degrades badly at 160 s ({}× [{}, {}], seeds and recordings resampled); Shaw ({}×), "
+          "sinusoidal ({}×) and T5 ({}×) degrade a little; every other PE is within {}× of its own short decodings",
+          lambda d: [in_ctx(d, "rope").ratio, in_ctx(d, "rope").ci_low, in_ctx(d, "rope").ci_high,
+                     in_ctx(d, "shaw").ratio, in_ctx(d, "sinusoidal").ratio, in_ctx(d, "t5").ratio,
+                     max(in_ctx(d, pe).ratio for pe in STUDY_PES if pe not in ("rope", "shaw", "sinusoidal", "t5"))]),
+    Claim("in-context against the cross-set ratio",
+          "RoPE's parts alone already score {} % against its {} % at 2-4 s, and the old {}× falls to {}× once the "
+          "content is the same; for T5 the old {}× becomes {}×, for sinusoidal {}× becomes {}×",
+          lambda d: [in_ctx(d, "rope").alone, cer(d, "rope"), ratio(d, "rope"), in_ctx(d, "rope").ratio,
+                     ratio(d, "t5"), in_ctx(d, "t5").ratio, ratio(d, "sinusoidal"), in_ctx(d, "sinusoidal").ratio]),
+    Claim("in-context over seeds 0-2",
+          "over seeds 0-2 of none, RoPE, relative and sinusoidal ([`study/seeds/`](study/seeds/)): RoPE {}× [{}, {}], "
+          "sinusoidal {}×, relative and `none` {}×",
+          lambda d: [in_ctx(d, "rope", "seeds", (0, 1, 2)).ratio, in_ctx(d, "rope", "seeds", (0, 1, 2)).ci_low,
+                     in_ctx(d, "rope", "seeds", (0, 1, 2)).ci_high, in_ctx(d, "sinusoidal", "seeds", (0, 1, 2)).ratio,
+                     *_same(in_ctx(d, "relative", "seeds", (0, 1, 2)).ratio, in_ctx(d, "none", "seeds", (0, 1, 2)).ratio)]),
+    # remedies
+    Claim("window on RoPE",
+          "It takes RoPE from {} % to {} % CER at 160 s (seeds {} → {} and {} → {} %; {}× its 2-4 s CER instead of {}×)",
+          lambda d: [long_(d, "rope"), long_(d, "rope", "_window"), per_seed(d, "rope", LONG, "longform")[0],
+                     per_seed(d, "rope", LONG, "longform_window")[0], per_seed(d, "rope", LONG, "longform")[1],
+                     per_seed(d, "rope", LONG, "longform_window")[1], ratio(d, "rope", "_window"), ratio(d, "rope")]),
+    Fact("inference remedies cost nothing at 0-4 s", "costs nothing inside the training lengths", _window_costs_nothing),
+    Claim("RoPE rescalings",
+          "NTK-aware scaling changes little ({} %), YaRN and position interpolation make it worse ({} %, {} %), "
+          "and so does a length-aware logit scale ({} %). Overlapping chunked inference (20 s chunks, 4 s context) "
+          "gets {} %.",
+          lambda d: [long_(d, "rope", s) for s in ("_rope_ntk", "_rope_yarn", "_rope_pi", "_logit_scale", "_chunked")]),
+    Claim("RoPE decodings, seeds",
+          "At 160 s the two seeds agree to within {} points on six of these eight decodings; YaRN ({} / {} %) and "
+          "position interpolation ({} / {} %) differ by {} and {} points",
+          lambda d: [max(gap(d, "rope", LONG, "longform" + s) for n, s in ROPE_DECODINGS.items()
+                         if n not in ("YaRN", "position interpolation")),
+                     *per_seed(d, "rope", LONG, "longform_rope_yarn"), *per_seed(d, "rope", LONG, "longform_rope_pi"),
+                     gap(d, "rope", LONG, "longform_rope_yarn"), gap(d, "rope", LONG, "longform_rope_pi")]),
+    Fact("RoPE decodings, the two that differ", "on six of these eight decodings", _two_rope_decodings_differ),
+    Claim("joined inputs, RoPE",
+          "joined inputs bring RoPE to {} % at 160 s but cost {} points at 2-4 s.",
+          lambda d: [long_(d, "rope_concat", folder="remedies"), cost(d, "rope_concat")]),
+    Claim("recommended remedy: rope",
+          "| rope | `eval.remedy=window` | {} | {} → **{} %** (32-64 s: {} → {} %); `window:10` {} %, chunked {} % |",
+          lambda d: [cost(d, "rope", folder="runs", suffix="_window"), long_(d, "rope"), long_(d, "rope", "_window"),
+                     cer(d, "rope", "32-64"), cer(d, "rope", "32-64", "test_window"), long_(d, "rope", "_window10"),
+                     long_(d, "rope", "_chunked")]),
+    Claim("recommended remedy: shaw",
+          "| shaw | `eval.remedy=window` | {} | {} → {} % (below its 2-4 s CER, {} %) |",
+          lambda d: [cost(d, "shaw", folder="runs", suffix="_window"), long_(d, "shaw"), long_(d, "shaw", "_window"),
+                     cer(d, "shaw")]),
+    Fact("shaw windowed below its 2-4 s CER", "(below its 2-4 s CER",
+         lambda d: _below(long_(d, "shaw", "_window"), cer(d, "shaw"), "Shaw windowed at 160 s")),
+    Claim("recommended remedy: t5",
+          "| t5 | `eval.remedy=window` | {} | {} → {} % (32-64 s: {} → {} %) |",
+          lambda d: [cost(d, "t5", folder="runs", suffix="_window"), long_(d, "t5"), long_(d, "t5", "_window"),
+                     cer(d, "t5", "32-64"), cer(d, "t5", "32-64", "test_window")]),
+    Claim("recommended remedy: sinusoidal",
+          "| 0; joined {} | {} → {} % (chunked {} %); joined {} % |",
+          lambda d: [cost(d, "sinusoidal_concat"), long_(d, "sinusoidal"), long_(d, "sinusoidal", "_window"),
+                     long_(d, "sinusoidal", "_chunked"), long_(d, "sinusoidal_concat", folder="remedies")]),
+    Claim("recommended remedy: relative",
+          "| relative | none needed (flat: within the CI) | {} | {} → {} % |",
+          lambda d: [cost(d, "relative", folder="runs", suffix="_window"), long_(d, "relative"),
+                     long_(d, "relative", "_window")]),
+    Claim("logit scale",
+          "(RoPE {}, sinusoidal {}, T5 {}, relative {} %; Shaw {} against {} %)",
+          lambda d: [long_(d, pe, "_logit_scale") for pe in ("rope", "sinusoidal", "t5", "relative", "shaw")]
+          + [long_(d, "shaw")]),
+    Fact("logit scale worse for all but Shaw", "Length-aware logit scaling makes every PE but Shaw worse at 160 s",
+         _logit_scale_worse_except_shaw),
+    Claim("RoPE's eight decodings, ratios",
+          "(RoPE's eight decodings: window {}×, `window:10` {}×, chunked {}×, NTK {}×, plain {}×, logit scale {}×, "
+          "YaRN {}×, position interpolation {}× its 2-4 s CER at 160 s)",
+          lambda d: [ratio(d, "rope", ROPE_DECODINGS[n]) for n in
+                     ("window", "window:10", "chunked", "NTK", "plain", "logit scale", "YaRN", "position interpolation")]),
+    Claim("RoPE attention",
+          "{} % of its attention within ±0.5 s at 160 s against {} % at 2-4 s, study table below",
+          lambda d: [100 * local(d, "rope", "128-256"), 100 * local(d, "rope", "2-4")]),
+    # training remedies
+    Claim("training remedies: rope plain",
+          "| rope | (plain) | {} ({}, {}) | {} | {} ({}, {}) | **{}** | 0 |",
+          lambda d: _rope_row(d, "rope", plain=True)),
+    Claim("training remedies: rope posscale",
+          "| rope | position scaling ×[1, 32] | {} ({}, {}) | {} | {} ({}, {}) | {} | {} |",
+          lambda d: _rope_row(d, "rope_posscale")),
+    Claim("training remedies: rope randpos",
+          "| rope | randomized positions, 200 s | {} ({}, {}) | {} | {} ({}, {}) | {} | {} |",
+          lambda d: _rope_row(d, "rope_randpos")),
+    Claim("training remedies: rope concat",
+          "| rope | inputs joined to ≤ 20 s | {} ({}, {}) | {} | {} ({}, {}) | {} | {} |",
+          lambda d: _rope_row(d, "rope_concat")),
+    Claim("training remedies: sinusoidal plain",
+          "| sinusoidal | (plain) | {} ({}, {}) | {} | {} ({}, {}) | {} | 0 |",
+          lambda d: _rope_row(d, "sinusoidal", plain=True)),
+    Claim("training remedies: sinusoidal posscale",
+          "| sinusoidal | position scaling ×[1, 32] | {} ({}, {}) | {} | {} ({}, {}) | {} | {} |",
+          lambda d: _rope_row(d, "sinusoidal_posscale")),
+    Claim("training remedies: sinusoidal randpos",
+          "| sinusoidal | randomized positions, 200 s | {} ({}, {}) | {} | {} ({}, {}) | {} | {} |",
+          lambda d: _rope_row(d, "sinusoidal_randpos")),
+    Claim("training remedies: sinusoidal concat",
+          "| sinusoidal | inputs joined to ≤ 20 s | {} ({}, {}) | {} | {} ({}, {}) | {} | {} |",
+          lambda d: _rope_row(d, "sinusoidal_concat")),
+    Claim("joined RoPE",
+          "remedy that meets the aim's ratio for RoPE: {} % at 160 s, {}× [{}, {}] its 2-4 s CER (both seeds, {} and "
+          "{} %), and the best RoPE model at 32-64 s ({} %); but it costs {} points at 2-4 s ({} against {} %)",
+          lambda d: [long_(d, "rope_concat", folder="remedies"), *ratio_ci(d, "rope_concat", "remedies"),
+                     *per_seed(d, "rope_concat", LONG, "longform", "remedies"),
+                     cer(d, "rope_concat", "32-64", folder="remedies"), cost(d, "rope_concat"),
+                     cer(d, "rope_concat", folder="remedies"), cer(d, "rope")]),
+    Fact("joined RoPE: best plainly decoded RoPE model at 32-64 s", "the best RoPE model at 32-64 s",
+         _concat_best_rope_at_32),
+    Claim("posscale and randpos, RoPE",
+          "Position scaling halves RoPE's long-input error ({} → {} %) at a cost of {} points; randomized positions "
+          "hardly help at 160 s, are worse at 32-64 s and cost {} points.",
+          lambda d: [long_(d, "rope"), long_(d, "rope_posscale", folder="remedies"), cost(d, "rope_posscale"),
+                     cost(d, "rope_randpos")]),
+    Claim("window stays the answer",
+          "stays the answer ({} %, cost {}); on the joined model it gives {} %.",
+          lambda d: [long_(d, "rope", "_window"), cost(d, "rope", folder="runs", suffix="_window"),
+                     long_(d, "rope_concat", "_window", folder="remedies")]),
+    Claim("sinusoidal training remedies",
+          "joined inputs are better at every length from 2 s ({} points at 2-4 s, {} % at 160 s; at 0-2 s {} against "
+          "{} %), position scaling and randomized positions cut the 160 s CER by about a point at no cost ({}, {} %)",
+          lambda d: [cost(d, "sinusoidal_concat"), long_(d, "sinusoidal_concat", folder="remedies"),
+                     cer(d, "sinusoidal_concat", "0-2", folder="remedies"), cer(d, "sinusoidal", "0-2"),
+                     long_(d, "sinusoidal_posscale", folder="remedies"),
+                     long_(d, "sinusoidal_randpos", folder="remedies")]),
+    Fact("joined sinusoidal better from 2 s", "joined inputs are better at every length from 2 s",
+         _sin_concat_better_from_2s),
+    # the length study
+    Fact("test and long-form sizes", "(25 utterances per bucket up to 64 s) and on 13 long-form recordings",
+         _test_sizes),
+    Claim("long-form duration", "13 long-form recordings of ≈ {} s",
+          lambda d: [round(d.series(runs(d, "rope"), "longform").mean_duration[LONG], -1)]),   # to 10 s, as printed
+    Claim("short lengths", "per seed {}–{} % CER at 0-4 s",
+          lambda d: _minmax(v for pe in STUDY_PES for b in ("0-2", "2-4") for v in per_seed(d, pe, b))),
+    Claim("seed gap in test", "seeds of a PE differ by at most {} points in any bucket of `test` (T5, Shaw, conv at 0-2 s)",
+          lambda d: [max(gap(d, pe, b) for pe in STUDY_PES for b in TEST_BUCKETS)]),
+    Fact("seed gap in test: which", "(T5, Shaw, conv at 0-2 s)", _max_seed_gap_pes),
+    Claim("seed gap RoPE 160 s", "the largest seed gap is RoPE at 160 s ({} and {} %)",
+          lambda d: per_seed(d, "rope", LONG, "longform")),
+    Fact("seed gap RoPE 160 s is the largest", "the largest seed gap is RoPE at 160 s", _rope_160_largest_gap),
+    Claim("RoPE fails",
+          "among the most accurate up to 4 s ({} % at 2-4 s), {} % at 32-64 s and {} % at 160 s (WER {} → {} → {} %): "
+          "{}× / {}× [{}, {}], the only ratio far from 1",
+          lambda d: [*trio(d, "rope"), cer(d, "rope", metric="wer"), cer(d, "rope", "32-64", metric="wer"),
+                     d.value(runs(d, "rope"), "longform", LONG, "wer"), cer(d, "rope", "32-64") / cer(d, "rope"),
+                     *ratio_ci(d, "rope")]),
+    Claim("RoPE attention spreads",
+          "local at training lengths ({} % within ±0.5 s at 2-4 s) and spreads out on long inputs ({} % at 32-64 s, "
+          "{} % at 160 s",
+          lambda d: [100 * local(d, "rope", b) for b in ("2-4", "32-64", "128-256")]),
+    Claim("sinusoidal and T5 drift",
+          "{} → {} → {} % ({}× [{}, {}]) and {} → {} → {} % ({}× [{}, {}]); their ratio CIs exclude 1, as RoPE's and "
+          "√D sinusoidal's ({}× [{}, {}]) do. Conv ({}× [{}, {}]) and Shaw ({}×, flat to 64 s, then up: {} → {} %)",
+          lambda d: [*trio(d, "sinusoidal"), *ratio_ci(d, "sinusoidal"), *trio(d, "t5"), *ratio_ci(d, "t5"),
+                     *ratio_ci(d, "sinusoidal_sqrtd"), *ratio_ci(d, "conv"), ratio(d, "shaw"),
+                     cer(d, "shaw", "32-64"), long_(d, "shaw")]),
+    Fact("ratio CIs above 1", "their ratio CIs exclude 1, as RoPE's and √D sinusoidal's", _ci_excludes_one),
+    Claim("relative flat", "Relative is flat and the most accurate model from 8 s on** ({} → {} → {} %",
+          lambda d: trio(d, "relative")),
+    Fact("relative the most accurate from 8 s", "Relative is flat and the most accurate model from 8 s on", _relative_best_from_8s),
+    Claim("ALiBi, REM, none, learned, CAPE hold",
+          "ALiBi and REM are flat at {}–{} %; `none`, learned and CAPE hold at {}–{} % ({}–{}×)",
+          lambda d: [*_minmax(v for pe in ("alibi", "rem") for v in trio(d, pe)),
+                     *_minmax(v for pe in ("none", "learned_wrap", "cape") for v in trio(d, pe)),
+                     *_minmax(ratio(d, pe) for pe in ("none", "learned_wrap", "cape"))]),
+    Claim("local shares at 160 s", "keep a large local share at every length ({}, {}, {} at 160 s)",
+          lambda d: [local(d, "relative", "128-256", "retrain"), local(d, "alibi", "128-256"),
+                     local(d, "rem", "128-256")]),
+    Claim("CAPE against none",
+          "CAPE holds like `none` but is not more accurate than it ({} / {} % at 2-4 / 160 s against {} / {} %)",
+          lambda d: [cer(d, "cape"), long_(d, "cape"), cer(d, "none"), long_(d, "none")]),
+    Claim("sinusoidal drift at 32x", "whose drift is {}× at 32× the training length",
+          lambda d: [ratio(d, "sinusoidal")]),
+    Claim("mild drifts", "the mild drifts ({}–{}×) from one another only loosely",
+          lambda d: _minmax(ratio(d, pe) for pe in STUDY_PES if pe != "rope")),
+    # CAPE covered
+    Claim("CAPE default row", "| paper's default (±30 s) | {} ({}, {}) | {} ({}, {}) | {} ({}, {}) | {} ({}, {}) | "
+          "{}× [{}, {}] | {} |", lambda d: _cape_row(d, "runs")),
+    Claim("CAPE covered row", "| covered (±80 s) | {} ({}, {}) | {} ({}, {}) | {} ({}, {}) | {} ({}, {}) | "
+          "{}× [{}, {}] | {} |", lambda d: _cape_row(d, "arms/cape_wide")),
+    Claim("none like CAPE", "like `none` ({} → {} → {} %): in this regime", lambda d: trio(d, "none")),
+    # 70 ms front end
+    Claim("70 ms: answer",
+          "only the relative PE makes attention carry it within the study's budget ({} % at 2-4 s; sinusoidal, CAPE "
+          "and `none` {}–{} %)",
+          lambda d: [cer(d, "relative", folder="arms/frontend70"),
+                     *_minmax(cer(d, pe, folder="arms/frontend70") for pe in ("sinusoidal", "cape", "none"))]),
+    Claim("70 ms 3x: answer",
+          "describes ({} → {} %, {}×); CAPE avoids it only by not learning positions at all ({} → {} %, attention "
+          "like `none`'s, {} points worse than `none` at 2-4 s)",
+          lambda d: [cer(d, "sinusoidal", folder="arms/frontend70_long", seeds=(0,)),
+                     long_(d, "sinusoidal", folder="arms/frontend70_long", seeds=(0,)),
+                     ratio(d, "sinusoidal", folder="arms/frontend70_long", seeds=(0,)),
+                     cer(d, "cape", folder="arms/frontend70_long", seeds=(0,)),
+                     long_(d, "cape", folder="arms/frontend70_long", seeds=(0,)),
+                     cer(d, "cape", folder="arms/frontend70_long", seeds=(0,))
+                     - cer(d, "none", folder="arms/frontend70_long", seeds=(0,))]),
+    Claim("390 ms rows",
+          "the 390 ms rows are the study's (relative {} / {}, `none` {} / {}, sinusoidal {} / {}, CAPE {} / {} % at "
+          "2-4 s / 160 s)",
+          lambda d: [v for pe in ARM70_PES for v in (cer(d, pe), long_(d, pe))]),
+    Claim("70 ms: relative row", "| relative | 70 ms | **{}** ({}, {}) | **{}** | **{}** ({}, {}) | {}× [{}, {}] | {} / {} |",
+          lambda d: _arm70_row(d, "relative")),
+    Claim("70 ms: none row", "| none | 70 ms | {} ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | {} / {} |",
+          lambda d: _arm70_row(d, "none")),
+    Claim("70 ms: sinusoidal row", "| sinusoidal | 70 ms | {} ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | {} / {} |",
+          lambda d: _arm70_row(d, "sinusoidal")),
+    Claim("70 ms: CAPE row", "| CAPE | 70 ms | {} ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | {} / {} |",
+          lambda d: _arm70_row(d, "cape")),
+    Claim("70 ms: degradation",
+          "sinusoidal degrades with length ({} → {} %, {}× [{}, {}]; `none` {}× [{}, {}]) and CAPE hardly does ({}× "
+          "[{}, {}])",
+          lambda d: [cer(d, "sinusoidal", folder="arms/frontend70"), long_(d, "sinusoidal", folder="arms/frontend70"),
+                     *ratio_ci(d, "sinusoidal", "arms/frontend70"), *ratio_ci(d, "none", "arms/frontend70"),
+                     *ratio_ci(d, "cape", "arms/frontend70")]),
+    Claim("70 ms: accuracy",
+          "CAPE is {}× worse than relative and worse than `none` (paired, `--compare-to none`: {} points [{}, {}] at "
+          "2-4 s, {} [{}, {}] at 160 s)",
+          lambda d: [cer(d, "cape", folder="arms/frontend70") / cer(d, "relative", folder="arms/frontend70"),
+                     *diff(d, "cape", "none", "test", "2-4", "arms/frontend70"),
+                     *diff(d, "cape", "none", "longform", LONG, "arms/frontend70")]),
+    Claim("70 ms: local shares", "(local share {}, {}; `none` {}; as in v1, History), while relative did ({})",
+          lambda d: [local(d, pe, "2-4", "arms/frontend70") for pe in ("sinusoidal", "cape", "none", "relative")]),
+    Claim("70 ms 3x: none row", "| none | {} | {} | {} | {}× [{}, {}] | – | {} |", lambda d: _arm3x_row(d, "none")),
+    Claim("70 ms 3x: sinusoidal row", "| sinusoidal | **{}** | {} | {} | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
+          lambda d: _arm3x_row(d, "sinusoidal")),
+    Claim("70 ms 3x: CAPE row", "| CAPE | {} | {} | {} | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
+          lambda d: _arm3x_row(d, "cape")),
+    Claim("70 ms 3x: sinusoidal uses position", "Sinusoidal now uses position (local share {},",
+          lambda d: [local(d, "sinusoidal", "2-4", "arms/frontend70_long")]),
+    Claim("70 ms 3x: then loses it", "then loses it past them ({} at 32-64 s)",
+          lambda d: [local(d, "sinusoidal", "32-64", "arms/frontend70_long")]),
+    Fact("70 ms 3x: sinusoidal best inside, worst from 8 s", "worst at every length from 8 s", _sin3x_worst_from_8s),
+    Claim("70 ms 3x: CAPE like none", "CAPE's flat curve is `none`'s (local {} against {})",
+          lambda d: [local(d, "cape", "2-4", "arms/frontend70_long"), local(d, "none", "2-4", "arms/frontend70_long")]),
+    Claim("70 ms: relative in 1100 steps", "(relative: {} / {} % in 1100 steps)",
+          lambda d: [cer(d, "relative", folder="arms/frontend70"), long_(d, "relative", folder="arms/frontend70")]),
+    # Conformer
+    Claim("Conformer: answer",
+          "RoPE no longer collapses ({} % at 160 s against the Transformer's {} %, both seeds)",
+          lambda d: [long_(d, "rope", folder="arms/conformer"), long_(d, "rope")]),
+    Fact("Conformer: RoPE below the Transformer in both seeds", "against the Transformer's 23.5 %, both seeds",
+         lambda d: [] if max(per_seed(d, "rope", LONG, "longform", "arms/conformer"))
+         < min(per_seed(d, "rope", LONG, "longform")) else ["a Conformer RoPE seed is not below"]),
+    Fact("Conformer: RoPE drifts most", "RoPE is the Conformer that drifts most", _conformer_rope_drifts_most),
+    Claim("Conformer: RoPE over none", "Conformer that drifts most ({}×), {} points above `none` at 160 s [{}, {}]",
+          lambda d: [ratio(d, "rope", folder="arms/conformer"), *diff(d, "rope", "none", "longform", LONG, "arms/conformer")]),
+    *[Claim(f"Conformer: {pe} row", f"| {name} | {{}} ({{}}, {{}}) / {{}} / {bold}({{}}, {{}}) | {{}}× [{{}}, {{}}] | "
+            + ("– | " if pe == "none" else "{} [{}, {}] | ") + "{} / {} | {} / {} / {} |",
+            (lambda pe: lambda d: _conformer_row(d, pe))(pe))
+      for pe, name, bold in (("none", "none", "{} "), ("sinusoidal", "sinusoidal", "{} "), ("rope", "RoPE", "{} "),
+                             ("relative", "relative", "**{}** "), ("cape", "CAPE", "{} "))],
+    Fact("Conformer beats every Transformer", "Every Conformer beats the best Transformer (relative) at every length",
+         _conformer_beats_transformers),
+    Claim("Conformer: within 1.1 points", "the five are within {} points of each other at every length",
+          lambda d: [max(max(v) - min(v) for v in zip(*[[c for _, c in all_cells(d, pe, "arms/conformer")]
+                                                         for pe in CONFORMER_PES]))]),
+    Fact("Conformer: none differs at 2-4 s", "at 2-4 s no PE differs from `none` (paired CIs include 0)",
+         _conformer_paired_2_4),
+    Claim("Conformer: RoPE attention", "attends less locally than in the Transformer ({} against {} at 2-4 s)",
+          lambda d: [local(d, "rope", "2-4", "arms/conformer"), local(d, "rope", "2-4")]),
+    Claim("Conformer: ratio CIs", "The ratio CIs (25 utterances at 2-4 s) include 1 except RoPE's ({}× [{}, {}])",
+          lambda d: ratio_ci(d, "rope", "arms/conformer")),
+    Fact("Conformer: ratio CIs which", "include 1 except RoPE's", _conformer_ratio_cis),
+    Claim("Conformer: CAPE and sinusoidal", "CAPE and sinusoidal end within {} point of each other",
+          lambda d: [abs(long_(d, "cape", folder="arms/conformer") - long_(d, "sinusoidal", folder="arms/conformer"))]),
+    # hybrid
+    Claim("hybrid",
+          "relative and sinusoidal ({}–{} % CER at 0-4 s against {}–{} % for their CTC heads); behind `none` it cannot "
+          "align ({} % at 2-4 s). Past the training lengths it fails whatever the PE ({}–{} % at 32-64 s, mostly early "
+          "stops; joint CTC/attention {}–{} %), while the CTC heads repeat the CTC study (RoPE {}× at 160 s, "
+          "relative {}×)",
+          lambda d: [*_minmax(_hybrid(d, pe, "test", b) for pe in ("rope", "relative", "sinusoidal") for b in ("0-2", "2-4")),
+                     *_minmax(_hybrid(d, pe, "test_ctc", b) for pe in ("rope", "relative", "sinusoidal")
+                              for b in ("0-2", "2-4")),
+                     _hybrid(d, "none", "test", "2-4"),
+                     *_minmax(_hybrid(d, pe, "test", "32-64") for pe in ("none", "rope", "relative", "sinusoidal")),
+                     *_minmax(_hybrid(d, pe, "test_joint", "32-64") for pe in ("none", "rope", "relative", "sinusoidal")),
+                     *[_hybrid(d, pe, "longform_ctc", LONG) / _hybrid(d, pe, "test_ctc", "2-4")
+                       for pe in ("rope", "relative")]]),
+    # recommendation
+    Claim("recommendation: relative",
+          "| relative (Transformer-XL) | **first choice**, short and long inputs | {} → {} → {} % ({}×); the most "
+          "accurate model from 8 s on; the only PE that works with a 70 ms front end ({} → {} → {} %); hybrid: best "
+          "joint decoding at 32-64 s ({} %) |",
+          lambda d: [*trio(d, "relative"), ratio(d, "relative"), *trio(d, "relative", folder="arms/frontend70"),
+                     _hybrid(d, "relative", "test_joint", "32-64")]),
+    Fact("recommendation: relative best joint decoding", "hybrid: best joint decoding at 32-64 s",
+         lambda d: [] if min(("none", "rope", "relative", "sinusoidal"), key=lambda pe: _hybrid(d, pe, "test_joint", "32-64"))
+         == "relative" else ["another PE's joint decoding is better"]),
+    Claim("recommendation: alibi, rem",
+          "| alibi, rem | good, flat; next after relative | ALiBi {} → {} → {} %, REM {} → {} → {} % ({}×, {}×) |",
+          lambda d: [*trio(d, "alibi"), *trio(d, "rem"), ratio(d, "alibi"), ratio(d, "rem")]),
+    Claim("recommendation: shaw", "{} → {} → {} % ({}×): past its clip distance every key looks alike; windowed {} % at 160 s",
+          lambda d: [*trio(d, "shaw"), ratio(d, "shaw"), long_(d, "shaw", "_window")]),
+    Claim("recommendation: rope",
+          "| {} → {} → {} % ({}× [{}, {}]) in both seeds; windowed {} → {} → {} %; hybrid CTC head {}× |",
+          lambda d: [*trio(d, "rope"), *ratio_ci(d, "rope"), *trio(d, "rope", "_window"),
+                     _hybrid(d, "rope", "longform_ctc", LONG) / _hybrid(d, "rope", "test_ctc", "2-4")]),
+    Claim("recommendation: t5, sinusoidals",
+          "| T5 {} → {} → {} % ({}× [{}, {}]), windowed {} % at 160 s; sinusoidal {} → {} → {} % ({}× [{}, {}]); "
+          "√D {} → {} → {} % ({}×) |",
+          lambda d: [*trio(d, "t5"), *ratio_ci(d, "t5"), long_(d, "t5", "_window"), *trio(d, "sinusoidal"),
+                     *ratio_ci(d, "sinusoidal"), *trio(d, "sinusoidal_sqrtd"), ratio(d, "sinusoidal_sqrtd")]),
+    Claim("recommendation: none, conv, learned, cape",
+          "nor with a 70 ms front end ({} % at 2-4 s, `none` {}; with 3× the steps {}, `none` {}) | `none` {} → {} → "
+          "{} %, conv {} → {} → {} %, learned {} → {} → {} %, CAPE {} → {} → {} % |",
+          lambda d: [cer(d, "cape", folder="arms/frontend70"), cer(d, "none", folder="arms/frontend70"),
+                     cer(d, "cape", folder="arms/frontend70_long", seeds=(0,)),
+                     cer(d, "none", folder="arms/frontend70_long", seeds=(0,)),
+                     *[v for pe in ("none", "conv", "learned_wrap", "cape") for v in trio(d, pe)]]),
+    Claim("recommendation: none for seq2seq",
+          "hybrid attention decoding {} / {} % at 0-2 / 2-4 s against {}–{} % behind RoPE, relative, sinusoidal",
+          lambda d: [_hybrid(d, "none", "test", "0-2"), _hybrid(d, "none", "test", "2-4"),
+                     *_minmax(_hybrid(d, pe, "test", b) for pe in ("rope", "relative", "sinusoidal") for b in ("0-2", "2-4"))]),
+    Claim("attention decoders fail", "an attention decoder trained on ≤ 5 s fails past the training lengths ({}–{} % at 32-64 s)",
+          lambda d: _minmax(_hybrid(d, pe, "test", "32-64") for pe in ("none", "rope", "relative", "sinusoidal"))),
+    Claim("Conformer summary",
+          "relative is still first ({} → {} → {} %), RoPE needs no remedy ({} % at 160 s) but is the one that drifts "
+          "({} points over `none` at 160 s)",
+          lambda d: [*trio(d, "relative", folder="arms/conformer"), long_(d, "rope", folder="arms/conformer"),
+                     diff(d, "rope", "none", "longform", LONG, "arms/conformer")[0]]),
+]
+
+
+def _same(*values):
+    """One printed number standing for several values: nan (which never agrees) unless they round alike."""
+    first = values[0]
+    return [first if all(round(v, 2) == round(first, 2) for v in values) else float("nan")]
+
+
+# ---------------------------------------------------------------- study notes RESULTS.md quotes
+
+SEED_NOTE_CLAIMS = [
+    Claim("seeds 0-2 in the note",
+          "Over seeds 0-2 (2026-11-26): RoPE {}x [{}, {}] (seed 2 alone {}x), sinusoidal {}x [{}, {}], relative {}x "
+          "[{}, {}], none {}x [{}, {}].",
+          lambda d: [*(lambda p: [p.ratio, p.ci_low, p.ci_high])(in_ctx(d, "rope", "seeds", (0, 1, 2))),
+                     in_ctx(d, "rope", "seeds", (2,)).ratio,
+                     *[v for pe in ("sinusoidal", "relative", "none")
+                       for v in (lambda p: [p.ratio, p.ci_low, p.ci_high])(in_ctx(d, pe, "seeds", (0, 1, 2)))]]),
+]
+
+DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, STUDY / "seeds" / "README.md": SEED_NOTE_CLAIMS}
+
+
+def copied_rows(report: str) -> list[str]:
+    """RESULTS.md's main study table copies study/summary.md without its in-context column: every
+    row of that table (a PE and ``0, 1`` in its first two cells, 11 cells) must be the generated
+    row with that column left out."""
+    generated = markdown_rows((STUDY / "summary.md").read_text(encoding="utf-8"))
+    bad, seen = [], 0
+    for line in report.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| ") else []
+        if len(cells) == 11 and cells[0] in STUDY_PES and cells[1] == "0, 1":
+            seen += 1
+            want = generated.get(cells[0])
+            if want is None or cells != want[:2] + want[3:]:
+                bad.append(f"main table row {cells[0]} differs from study/summary.md: {line}")
+    return bad + ([] if seen == len(STUDY_PES) else [f"main table: {seen} PE rows, expected {len(STUDY_PES)}"])
+
+
+def failures(data: StudyData | None = None) -> list[str]:
+    data = data or study_data()
+    out = []
+    for path, claims in DOCUMENTS.items():
+        text = path.read_text(encoding="utf-8")
+        out += [f"{path.relative_to(RECIPE)}: {f.name}: {f.message}" for f in check_claims(text, claims, data)]
+    return out + copied_rows((RECIPE / "RESULTS.md").read_text(encoding="utf-8"))
+
+
+if __name__ == "__main__":
+    problems = failures()
+    print("\n".join(problems) or f"all {sum(map(len, DOCUMENTS.values()))} claims agree with the archived runs")
+    sys.exit(1 if problems else 0)
