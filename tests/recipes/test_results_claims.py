@@ -1,0 +1,103 @@
+"""recipes/synth/RESULTS.md against the archived runs: every quantitative sentence is a claim of
+recipes/synth/claims.py, recomputed from recipes/synth/study/ through the project's readers."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from asr_pe.plots.results_claims import Claim, Fact, StudyData, check_claims, markdown_rows, number_pattern
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "recipes" / "synth" / "RESULTS.md"
+
+_NAME = "asr_pe_synth_results_claims"
+if _NAME not in sys.modules:     # loaded by path: recipes/ is no package
+    _spec = importlib.util.spec_from_file_location(_NAME, REPO / "recipes" / "synth" / "claims.py")
+    sys.modules[_NAME] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules[_NAME])
+synth = sys.modules[_NAME]
+
+
+@pytest.fixture(scope="module")
+def data():
+    """One cache of the archived runs for every test here (the CIs are recomputed once)."""
+    return synth.study_data()
+
+
+def test_every_claim_of_results_md_agrees_with_the_archived_runs(data):
+    assert synth.failures(data) == []
+    assert len(synth.CLAIMS) >= 90       # the report's statements, not a sample
+
+
+def test_results_md_stays_under_30_kb():
+    assert len(RESULTS.read_bytes()) < 30_000
+
+
+def test_a_number_changed_in_the_text_is_reported_with_the_archived_value(data):
+    text = RESULTS.read_text(encoding="utf-8")
+    sentence = "It takes RoPE from 23.5 % to 4.6 % CER at 160 s"
+    assert sentence in text
+    failures = check_claims(text.replace(sentence, sentence.replace("23.5", "23.6")), synth.CLAIMS, data)
+    assert [f.name for f in failures] == ["window on RoPE"]
+    assert "printed 23.6 (data: 23.54)" in failures[0].message
+
+
+def test_a_ci_changed_in_the_text_is_reported(data):
+    text = RESULTS.read_text(encoding="utf-8")
+    old = "5.41× [4.22, 7.52]) in both seeds"
+    assert old in text
+    failures = check_claims(text.replace(old, old.replace("4.22", "3.97")), synth.CLAIMS, data)
+    assert [f.name for f in failures] == ["recommendation: rope"]
+
+
+def test_a_statement_in_words_that_the_data_contradict_is_reported(data):
+    """The logit-scale sentence once said every PE got worse; Shaw's 160 s CER went down (8.5 -> 8.4)."""
+    fact = next(c for c in synth.CLAIMS if c.name == "logit scale worse for all but Shaw")
+    assert fact.exceptions(data) == []
+    wrong = Fact("every PE worse", fact.text, lambda d: [] if all(
+        synth.long_(d, pe, "_logit_scale") > synth.long_(d, pe) for pe in ("rope", "shaw")) else ["shaw is better"])
+    assert [f.name for f in check_claims(RESULTS.read_text(encoding="utf-8"), [wrong], data)] == ["every PE worse"]
+
+
+def test_a_copied_table_row_edited_by_hand_is_reported():
+    text = RESULTS.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| t5 | 0, 1 |"))
+    assert synth.copied_rows(text) == []
+    bad = synth.copied_rows(text.replace(row, row.replace("| 29.1 |", "| 29.2 |")))
+    assert len(bad) == 1 and "row t5" in bad[0]
+
+
+# ---------------------------------------------------------------- the machinery on made-up text
+
+class _Data(StudyData):
+    def __init__(self):
+        super().__init__(Path("."))
+
+
+def _claim(text, *values):
+    return Claim("c", text, lambda d: values)
+
+
+@pytest.mark.parametrize("printed, value, ok", [
+    ("6.4", 6.448, True), ("6.5", 6.448, False), ("80", 79.48, False), ("79", 79.48, True),
+    ("1.05", 1.0549, True), ("−1.1", -1.1, True), ("+0.9", 0.92, True), ("0.9", math.nan, False)])
+def test_a_number_agrees_within_its_printed_rounding(printed, value, ok):
+    failures = check_claims(f"gap of {printed} points", [_claim("gap of {} points", value)], _Data())
+    assert (failures == []) is ok
+
+
+def test_a_sentence_wrapped_over_lines_is_found_and_a_missing_or_repeated_one_is_reported():
+    claim = _claim("from {} % to {} %", 23.5, 4.6)
+    assert check_claims("RoPE from 23.5\n  % to 4.6 %.", [claim], _Data()) == []
+    assert "occurs 0 times" in check_claims("RoPE from 23.5 % down to 4.6 %", [claim], _Data())[0].message
+    assert "occurs 2 times" in check_claims("from 1 % to 2 %; from 3 % to 4 %", [claim], _Data())[0].message
+
+
+def test_the_template_escapes_the_report_s_own_brackets_and_signs():
+    assert number_pattern("| {}× [{}, {}] | +{} |").fullmatch("| 1.48× [1.02, 2.61] | +0.92 |")
+    assert markdown_rows("| a | 1 |\n| --- | --- |\n| b | 2 |\n\n| a | 3 |") == {"a": ["a", "1"], "b": ["b", "2"]}
