@@ -654,7 +654,53 @@ SEED_NOTE_CLAIMS = [
                        for v in (lambda p: [p.ratio, p.ci_low, p.ci_high])(in_ctx(d, pe, "seeds", (0, 1, 2)))]]),
 ]
 
-DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, STUDY / "seeds" / "README.md": SEED_NOTE_CLAIMS}
+
+def _retrain_row(d, pe):
+    """CER of the first training (study/runs) / the second (study/retrain), seed 0, per bucket."""
+    return [v for b, s in (("0-2", "test"), ("2-4", "test"), ("32-64", "test"), (LONG, "longform"))
+            for v in (cer(d, pe, b, s, seeds=(0,)), cer(d, pe, b, s, "retrain", (0,)))]
+
+
+def _retrain_moves(d, buckets):
+    return max(abs(cer(d, pe, b, s, seeds=(0,)) - cer(d, pe, b, s, "retrain", (0,)))
+               for pe in ("relative", "shaw", "t5") for b, s in buckets)
+
+
+RETRAIN_NOTE_CLAIMS = [
+    *[Claim(f"retrain: {pe}", f"| {pe}_ctc_s0 | {{}} / {{}} | {{}} / {{}} | {{}} / {{}} | {{}} / {{}} |",
+            (lambda pe: lambda d: _retrain_row(d, pe))(pe)) for pe in ("relative", "shaw", "t5")],
+    Claim("retrain: how far",
+          "Up to {} points at 2-4 s (Shaw {} / {}) and {} at 0-2 s; at most {} at 32-64 s and 160 s.",
+          lambda d: [_retrain_moves(d, [("2-4", "test")]), cer(d, "shaw", seeds=(0,)),
+                     cer(d, "shaw", folder="retrain", seeds=(0,)), _retrain_moves(d, [("0-2", "test")]),
+                     _retrain_moves(d, [("32-64", "test"), (LONG, "longform")])]),
+]
+
+
+def _head_ratio(d, pe, bucket):
+    """A hybrid model's CTC head: ``bucket`` (of test_ctc, or the long-form set) over its 2-4 s CER."""
+    top = _hybrid(d, pe, "longform_ctc", LONG) if bucket == LONG else _hybrid(d, pe, "test_ctc", bucket)
+    return top / _hybrid(d, pe, "test_ctc", "2-4")
+
+
+HYBRID_NOTE_CLAIMS = [
+    Claim("hybrid note: CTC heads",
+          "relative and `none` flat ({}× / {}×, {}× / {}× at 32-64 s / 160 s), sinusoidal rising ({}× / {}×; CTC-only "
+          "{}× / {}×), RoPE failing ({}× / {}×; CTC-only {}× / {}×). The hybrid loss cost the CTC heads of `none` and "
+          "sinusoidal {} and {} points at 2-4 s (against the CTC-only {} and {} %)",
+          lambda d: [_head_ratio(d, "relative", "32-64"), _head_ratio(d, "relative", LONG),
+                     _head_ratio(d, "none", "32-64"), _head_ratio(d, "none", LONG),
+                     _head_ratio(d, "sinusoidal", "32-64"), _head_ratio(d, "sinusoidal", LONG),
+                     cer(d, "sinusoidal", "32-64") / cer(d, "sinusoidal"), ratio(d, "sinusoidal"),
+                     _head_ratio(d, "rope", "32-64"), _head_ratio(d, "rope", LONG),
+                     cer(d, "rope", "32-64") / cer(d, "rope"), ratio(d, "rope"),
+                     _hybrid(d, "none", "test_ctc", "2-4") - cer(d, "none"),
+                     _hybrid(d, "sinusoidal", "test_ctc", "2-4") - cer(d, "sinusoidal"),
+                     cer(d, "none"), cer(d, "sinusoidal")]),
+]
+
+DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, STUDY / "seeds" / "README.md": SEED_NOTE_CLAIMS,
+             STUDY / "retrain" / "README.md": RETRAIN_NOTE_CLAIMS, STUDY / "hybrid" / "README.md": HYBRID_NOTE_CLAIMS}
 
 
 def copied_rows(report: str) -> list[str]:
