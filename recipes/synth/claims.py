@@ -491,6 +491,8 @@ CLAIMS = [
           "{}× [{}, {}] | {} |", lambda d: _cape_row(d, "runs")),
     Claim("CAPE covered row", "| covered (±80 s) | {} ({}, {}) | {} ({}, {}) | {} ({}, {}) | {} ({}, {}) | "
           "{}× [{}, {}] | {} |", lambda d: _cape_row(d, "arms/cape_wide")),
+    Claim("CAPE: positions of the long recordings", "while the 160 s recordings reach ±{} s",
+          lambda d: [max(r.duration for r in in_ctx(d, "cape").rows) / 2]),
     Claim("none like CAPE", "like `none` ({} → {} → {} %): in this regime", lambda d: trio(d, "none")),
     # 70 ms front end
     Claim("70 ms: answer",
