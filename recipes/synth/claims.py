@@ -253,6 +253,52 @@ def _sin3x_worst_from_8s(d):
     return bad + ([] if min(v, key=v.get) == "sinusoidal" else ["sinusoidal not the best at 2-4 s"])
 
 
+def _plain_within_remedy_ci(d):
+    """The plain model's 160 s CER lies inside the remedy's CI (the seed mean of its bounds, as printed)."""
+    bad = []
+    for pe, suffix in (("sinusoidal", "_window"), ("sinusoidal", "_chunked"), ("relative", "_window")):
+        s = d.series(runs(d, pe), "longform" + suffix)
+        if not s.ci_low[LONG] <= long_(d, pe) <= s.ci_high[LONG]:
+            bad.append(f"{pe}{suffix}: plain {long_(d, pe):.2f} outside [{s.ci_low[LONG]:.2f}, {s.ci_high[LONG]:.2f}]")
+    return bad
+
+
+def _randpos_rope(d):
+    r160, r32 = long_(d, "rope_randpos", folder="remedies"), cer(d, "rope_randpos", "32-64", folder="remedies")
+    bad = [] if r160 >= 0.8 * long_(d, "rope") else [f"randomized positions cut the 160 s CER to {r160:.2f}"]
+    return bad + ([] if r32 > cer(d, "rope", "32-64") else ["randomized positions not worse at 32-64 s"])
+
+
+def _sin_training_remedies_help(d):
+    return [r for r in ("posscale", "randpos", "concat")
+            if long_(d, f"sinusoidal_{r}", folder="remedies") >= long_(d, "sinusoidal")]
+
+
+def _window_is_best_for_rope(d):
+    best = long_(d, "rope", "_window")
+    others = {n: long_(d, "rope", s) for n, s in ROPE_DECODINGS.items() if n != "window"}
+    others |= {f"{r}{s}": long_(d, f"rope_{r}", s, folder="remedies")
+               for r in ("posscale", "randpos", "concat") for s in ("", "_window")}
+    return [f"{n}: {v:.2f} at 160 s, the window {best:.2f}" for n, v in others.items() if v <= best]
+
+
+def _attend_uniformly(d):
+    """Local share near chance at 2-4 s and below 0.05 past it; mean distance about a third of the input."""
+    bad = []
+    for pe in ("none", "cape", "conv", "learned_wrap", "sinusoidal"):
+        if local(d, pe, "2-4") > 0.40 or max(local(d, pe, b) for b in ("32-64", "128-256")) > 0.05:
+            bad.append(f"{pe}: local share {local(d, pe, '2-4'):.2f} at 2-4 s")
+        fracs = [d.attention(runs(d, pe, seeds=(0,))[0], b, "distance_frac") for b in ("32-64", "128-256")]
+        if not all(0.3 <= f <= 0.36 for f in fracs):
+            bad.append(f"{pe}: distance {fracs} of the input")
+    return bad
+
+
+def _more_steps_help(d):
+    return [f"{pe} at {b}" for pe in ("none", "sinusoidal", "cape") for b, s in (("2-4", "test"), (LONG, "longform"))
+            if cer(d, pe, b, s, "arms/frontend70_long", (0,)) >= cer(d, pe, b, s, "arms/frontend70", (0,))]
+
+
 # ---------------------------------------------------------------- RESULTS.md
 
 def _rope_row(d, pe, folder="remedies", plain=False):
@@ -368,6 +414,7 @@ CLAIMS = [
           "| 0; joined {} | {} → {} % (chunked {} %); joined {} % |",
           lambda d: [cost(d, "sinusoidal_concat"), long_(d, "sinusoidal"), long_(d, "sinusoidal", "_window"),
                      long_(d, "sinusoidal", "_chunked"), long_(d, "sinusoidal_concat", folder="remedies")]),
+    Fact("remedy not needed: within the CI", "none needed (`window` or chunked: within the CI)", _plain_within_remedy_ci),
     Claim("recommended remedy: relative",
           "| relative | none needed (flat: within the CI) | {} | {} → {} % |",
           lambda d: [cost(d, "relative", folder="runs", suffix="_window"), long_(d, "relative"),
@@ -425,6 +472,11 @@ CLAIMS = [
           "hardly help at 160 s, are worse at 32-64 s and cost {} points.",
           lambda d: [long_(d, "rope"), long_(d, "rope_posscale", folder="remedies"), cost(d, "rope_posscale"),
                      cost(d, "rope_randpos")]),
+    Fact("randomized positions, RoPE", "randomized positions hardly help at 160 s, are worse at 32-64 s", _randpos_rope),
+    Fact("window the best RoPE decoding at 160 s", "The inference window on the plain RoPE model stays the answer",
+         _window_is_best_for_rope),
+    Fact("sinusoidal: every training remedy helps at 160 s", "Sinusoidal gains from every training remedy",
+         _sin_training_remedies_help),
     Claim("window stays the answer",
           "stays the answer ({} %, cost {}); on the joined model it gives {} %.",
           lambda d: [long_(d, "rope", "_window"), cost(d, "rope", folder="runs", suffix="_window"),
@@ -479,6 +531,8 @@ CLAIMS = [
     Claim("local shares at 160 s", "keep a large local share at every length ({}, {}, {} at 160 s)",
           lambda d: [local(d, "relative", "128-256", "retrain"), local(d, "alibi", "128-256"),
                      local(d, "rem", "128-256")]),
+    Fact("uniform attention", "`none`, CAPE, conv and learned — and sinusoidal — attend uniformly at every length",
+         _attend_uniformly),
     Claim("CAPE against none",
           "CAPE holds like `none` but is not more accurate than it ({} / {} % at 2-4 / 160 s against {} / {} %)",
           lambda d: [cer(d, "cape"), long_(d, "cape"), cer(d, "none"), long_(d, "none")]),
@@ -536,6 +590,7 @@ CLAIMS = [
                      *diff(d, "cape", "none", "longform", LONG, "arms/frontend70")]),
     Claim("70 ms: local shares", "(local share {}, {}; `none` {}; as in v1, History), while relative did ({})",
           lambda d: [local(d, pe, "2-4", "arms/frontend70") for pe in ("sinusoidal", "cape", "none", "relative")]),
+    Fact("70 ms 3x: more steps help", "more steps help every model", _more_steps_help),
     Claim("70 ms 3x: none row", "| none | {} | {} | {} | {}× [{}, {}] | – | {} |", lambda d: _arm3x_row(d, "none")),
     Claim("70 ms 3x: sinusoidal row", "| sinusoidal | **{}** | {} | {} | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
           lambda d: _arm3x_row(d, "sinusoidal")),
