@@ -101,3 +101,25 @@ def test_a_sentence_wrapped_over_lines_is_found_and_a_missing_or_repeated_one_is
 def test_the_template_escapes_the_report_s_own_brackets_and_signs():
     assert number_pattern("| {}× [{}, {}] | +{} |").fullmatch("| 1.48× [1.02, 2.61] | +0.92 |")
     assert markdown_rows("| a | 1 |\n| --- | --- |\n| b | 2 |\n\n| a | 3 |") == {"a": ["a", "1"], "b": ["b", "2"]}
+
+
+REMEDY_TABLES = {
+    "recipes/synth/study/remedies.md": ["recipes/synth/study/runs/*_ctc_s*"],
+    "recipes/synth/study/remedies_report/remedies.md": ["recipes/synth/study/runs/rope_ctc_s*",
+                                                        "recipes/synth/study/runs/sinusoidal_ctc_s*",
+                                                        "recipes/synth/study/remedies/*"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("committed", sorted(REMEDY_TABLES))
+def test_committed_remedy_tables_are_what_the_archived_runs_give(committed, tmp_path):
+    """The remedy tables RESULTS.md quotes (accuracy with the in-context column and the
+    overlap-aware CIs, attention, remedies), regenerated from the archive:
+        python scripts/study_summary.py <runs> --remedies --parts recipes/synth/study/longform/parts.json"""
+    import subprocess
+    runs = [str(p.relative_to(REPO)) for pattern in REMEDY_TABLES[committed] for p in sorted(REPO.glob(pattern))]
+    out = subprocess.run([sys.executable, "scripts/study_summary.py", *runs, "--remedies",
+                          "--parts", "recipes/synth/study/longform/parts.json"],
+                         cwd=REPO, check=True, capture_output=True, text=True).stdout
+    assert out == (REPO / committed).read_text(encoding="utf-8")
