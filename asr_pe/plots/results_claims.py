@@ -11,9 +11,12 @@ one to the printed rounding: a number printed with d decimals is right when it i
 claim whose function returns its counter-evidence (`Fact`): an empty list when it holds.
 
 The values are computed only through the project's public readers (`load_runs` / `aggregate`,
-`label_in_context`, `ratio_ci`, `difference_ci`, `read_attention_stats`, `remedy_table`'s loaders)
-from run paths such as ``recipes/synth/study/runs/rope_ctc_s0``, never from the files inside a run
-folder, so the checks do not depend on how a run's results are stored. `StudyData` caches them.
+`label_in_context`, `ratio_ci`, `difference_ci`, `read_attention_stats`) from run paths such as
+``recipes/synth/study/runs/rope_ctc_s0``, never by opening the files inside a run folder, so the
+checks do not depend on how a run's results are stored. `StudyData` caches them.
+
+Every number of a claim is compared; a claim fails when its template is missing or occurs more
+than once (make it longer), so an edited sentence cannot silently drop out of the check.
 """
 
 from __future__ import annotations

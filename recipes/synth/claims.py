@@ -1,5 +1,7 @@
-"""Every quantitative statement of recipes/synth/RESULTS.md (and the study notes it quotes), with
-the numbers computed from the archived runs under recipes/synth/study/.
+"""Every quantitative statement of recipes/synth/RESULTS.md about the archived study (and of the
+study notes it quotes), with the numbers computed from the runs under recipes/synth/study/. Not
+checked, because their files are not archived: the demo's numbers, the cost and config figures,
+and the superseded studies (History, and the earlier runs in study/rerun_vs_earlier.md).
 
 Each entry is a `Claim` (the sentence with ``{}`` where its numbers stand, and the numbers computed
 from the archive) or a `Fact` (a statement in words, and what contradicts it). Tables of RESULTS.md
