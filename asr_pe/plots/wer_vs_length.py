@@ -47,6 +47,7 @@ import numpy as np
 
 from asr_pe.evaluation.buckets import ALL_LABEL, atomic_write_text, read_bucket_csv
 from asr_pe.io import atomic_path
+from asr_pe.results_table import expand_run_paths, locate
 
 __all__ = ["RunResult", "LabelSeries", "RunDirError", "find_run_dirs", "test_sets_of", "load_runs",
            "aggregate", "reference_bucket", "long_csv", "markdown_report", "plot_series",
@@ -131,16 +132,25 @@ class LabelSeries:
 # ----------------------------------------------------------------------------- discovery
 
 def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Run dirs among ``paths``: a path holding run_info.json is a run, others are searched below."""
+    """Run dirs among ``paths``: a path holding run_info.json is a run, others are searched below.
+
+    A study's archived runs live in its ``results.jsonl.gz`` (`asr_pe.results_table`): a path
+    ``<study>/<run>`` or ``<study>/<pattern>`` that is no folder names runs of that table, and a
+    folder searched below counts the runs of the tables in it; each comes back as a folder
+    holding its files, in the order of the paths the runs were archived from."""
     found: list[Path] = []
     for p in paths:
         p = Path(p)
-        if not p.exists():
-            raise FileNotFoundError(f"no such run or sweep directory: {p}")
+        archived = expand_run_paths(p)
         if (p / RUN_INFO).is_file():
             found.append(p.resolve())
         elif p.is_dir():
-            found.extend(sorted(q.parent.resolve() for q in p.rglob(RUN_INFO)))
+            live = [(q.parent, q.parent) for q in p.rglob(RUN_INFO)]
+            found.extend(real.resolve() for _, real in sorted(live + (archived or []), key=lambda lr: lr[0]))
+        elif archived:
+            found.extend(real for _, real in archived)
+        elif not p.exists():
+            raise FileNotFoundError(f"no such run or sweep directory: {p}")
         else:
             raise RunDirError(f"{p}: not a directory")
     return list(dict.fromkeys(found))           # a run reached twice counts once
@@ -152,7 +162,7 @@ def run_label(info: dict) -> str:
 
 
 def read_run_info(run_dir: Path) -> dict:
-    path = run_dir / RUN_INFO
+    path = locate(Path(run_dir) / RUN_INFO)
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -181,7 +191,7 @@ def _eval_meta(csv_path: Path) -> tuple[str | None, str | None]:
 
 def test_sets_of(run_dir: Path) -> list[str]:
     """Names of ``eval/<name>/`` folders of a run that hold a buckets.csv."""
-    return sorted(p.parent.name for p in (Path(run_dir) / "eval").glob("*/buckets.csv"))
+    return sorted(p.parent.name for p in locate(Path(run_dir) / "eval").glob("*/buckets.csv"))
 
 
 def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
