@@ -59,7 +59,7 @@ from asr_pe.io import atomic_write_bytes
 
 __all__ = [
     "TABLE_NAME", "ResultsTableError", "archived_files", "table_rows", "render_run", "read_table",
-    "write_table", "add_runs", "runs_in", "locate", "expand_run_paths", "main",
+    "write_table", "add_runs", "runs_in", "locate", "logical_path", "expand_run_paths", "main",
 ]
 
 TABLE_NAME = "results.jsonl.gz"
@@ -280,7 +280,9 @@ def _extract(table: Path) -> Path:
     sig = (st.st_mtime_ns, st.st_size)
     if key in _extracted and _extracted[key][0] == sig:
         return _extracted[key][1]
-    root = Path(tempfile.mkdtemp(dir=_scratch_dir(), prefix=f"{table.parent.name}_"))
+    # below the scratch folder at the study's own absolute path, so that `logical_path` is a
+    # prefix away and the runs sort as their folders did
+    root = Path(tempfile.mkdtemp(dir=_scratch_dir())) / table.parent.resolve().relative_to("/")
     for run, rows in read_table(table).items():
         for rel, text in render_run(rows).items():
             target = root / run / rel
@@ -288,6 +290,15 @@ def _extract(table: Path) -> Path:
             target.write_text(text, encoding="utf-8")
     _extracted[key] = (sig, root)
     return root
+
+
+def logical_path(path: str | os.PathLike) -> Path:
+    """The path a run folder written out from a table stands for (``<study>/<run>/...``,
+    absolute); any other path unchanged. For what a reader prints or writes."""
+    path = Path(path)
+    if _scratch and path.is_relative_to(_scratch[0]):
+        return Path("/", *path.relative_to(_scratch[0]).parts[1:])
+    return path
 
 
 def runs_in(study: str | os.PathLike) -> list[str]:
@@ -314,9 +325,11 @@ def locate(path: str | os.PathLike) -> Path:
 
 def expand_run_paths(path: str | os.PathLike) -> list[tuple[Path, Path]] | None:
     """(logical path, readable folder) of the archived runs a path names, or None when it names
-    none: ``<study>/<run>`` of a table, ``<study>/<pattern>`` (the table's runs matching it), or
-    a folder with tables below it (every run of each)."""
+    none: ``<study>/<run>`` of a table, ``<study>/<pattern>`` (the table's runs matching it), the
+    table itself (a shell's ``<study>/*``), or a folder with tables below it (every run of each)."""
     path = Path(path)
+    if path.name == TABLE_NAME and path.is_file():
+        return [(path.parent / n, _extract(path) / n) for n in runs_in(path.parent)] or None
     table = path.parent / TABLE_NAME
     if not path.exists() and table.is_file():
         names = [n for n in runs_in(path.parent) if fnmatch.fnmatchcase(n, path.name)] \

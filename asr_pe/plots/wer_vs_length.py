@@ -47,7 +47,7 @@ import numpy as np
 
 from asr_pe.evaluation.buckets import ALL_LABEL, atomic_write_text, read_bucket_csv
 from asr_pe.io import atomic_path
-from asr_pe.results_table import expand_run_paths, locate
+from asr_pe.results_table import expand_run_paths, locate, logical_path
 
 __all__ = ["RunResult", "LabelSeries", "RunDirError", "find_run_dirs", "test_sets_of", "load_runs",
            "aggregate", "reference_bucket", "long_csv", "markdown_report", "plot_series",
@@ -215,7 +215,7 @@ def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
     for d in run_dirs:
         csv_path = d / "eval" / test_set / "buckets.csv"
         if not csv_path.is_file():
-            missing.append(str(d))
+            missing.append(str(logical_path(d)))
             continue
         runs.append(RunResult(d, read_run_info(d), test_set, read_bucket_csv(csv_path), *_eval_meta(csv_path)))
     if missing:
@@ -243,7 +243,7 @@ def aggregate(runs: Sequence[RunResult], metric: str = "wer") -> list[LabelSerie
         by_label[r.label].append(r)
     series = []
     for label, group in by_label.items():
-        group = sorted(group, key=lambda r: (str(r.seed), str(r.run_dir)))
+        group = sorted(group, key=lambda r: (str(r.seed), str(logical_path(r.run_dir))))
         s = LabelSeries(label, group)
         bounds = {}
         for r in group:
@@ -296,7 +296,7 @@ def _csv_cell(v) -> str:
 def _display_path(path: Path) -> str:
     """Relative to the working directory when below it: a committed CSV names no machine's paths."""
     try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+        return str(logical_path(Path(path).resolve()).relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
 
@@ -306,7 +306,7 @@ def long_csv(runs: Sequence[RunResult]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_KEYS)
-    for r in sorted(runs, key=lambda r: (r.label, str(r.seed), str(r.run_dir))):
+    for r in sorted(runs, key=lambda r: (r.label, str(r.seed), str(logical_path(r.run_dir)))):
         for row in r.rows:
             values = {"label": r.label, "pe": r.info.get("pe"), "loss": r.info.get("loss"),
                       "encoder": r.info.get("encoder"), "remedy": r.remedy, "seed": r.seed, "test_set": r.test_set,
