@@ -11,6 +11,7 @@ run folder) and ``kind``:
     bucket     a row of eval/<set>/buckets.csv, its cells as columns
     attention  a row of attention_stats/attention_stats.csv
     csv_row, jsonl_row   a row of another CSV / JSON-lines file
+    csv_header before a CSV file's rows: ``data`` holds its column order and number formats
     json       a JSON file (run_info.json, buckets.meta.json) in the column ``data``
     text       any other file (config.yaml, attention_stats.md) verbatim in the column ``text``
 
@@ -21,9 +22,10 @@ Rows under ``eval/`` also carry ``set`` (the test set, from buckets.meta.json) a
 
 or ``zcat recipes/synth/study/runs/results.jsonl.gz | grep '"run": "rope_ctc_s0"'``.
 
-A CSV cell is stored as a number only where the number prints back as the same text (``"0"``,
-``"1.6552"``; ``"nan"`` stays a string), so `render_run` gives back every file byte for byte;
-`table_rows` checks that for each file and stores a file that would not round-trip as text.
+A CSV cell is stored as a number where it prints back as the same text (``"0"``, ``"1.6552"``,
+and ``"7.0000"`` in a column written with four decimals; ``"nan"`` and ``"inf"`` stay strings),
+so `render_run` gives back every file byte for byte; `table_rows` checks that for each file and
+stores a file that would not round-trip as text.
 
 The readers (plots, study summary, in-context tables) keep one file-based code path: a run
 path such as ``recipes/synth/study/runs/rope_ctc_s0`` that is not a folder on disk is found in
@@ -98,8 +100,24 @@ def archived_files(run_dir: Path) -> list[str]:
 
 # ----------------------------------------------------------------------------- files <-> rows
 
-def _cell(text: str):
-    """A CSV cell as a number where the number prints back as the same text, else the text."""
+def _fixed_decimals(cells: list[str]) -> int | None:
+    """k when every number among ``cells`` is written with exactly k decimals (``%.4f``: "7.0000")
+    and at least one is; None otherwise."""
+    numbers = [c for c in cells if re.fullmatch(r"-?[0-9]+\.[0-9]+", c)]
+    if not numbers or any(not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?|nan|-?inf|", c) for c in cells):
+        return None
+    ks = {len(c.split(".")[1]) for c in numbers}
+    if len(ks) != 1 or len(numbers) != sum(1 for c in cells if re.fullmatch(r"-?[0-9.]+", c)):
+        return None
+    k = ks.pop()
+    return k if all(f"{float(c):.{k}f}" == c for c in numbers) else None
+
+
+def _cell(text: str, decimals: int | None):
+    """A CSV cell as a number where the number prints back as the same text (with the column's
+    fixed decimals, else as Python prints it), else the text ("nan", "inf", labels)."""
+    if decimals is not None:
+        return float(text) if re.fullmatch(r"-?[0-9]+\.[0-9]+", text) else text
     if re.fullmatch(r"-?[0-9]+", text) and str(int(text)) == text:
         return int(text)
     try:
@@ -109,8 +127,12 @@ def _cell(text: str):
     return value if math.isfinite(value) and repr(value) == text else text
 
 
-def _cell_text(value) -> str:
-    return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+def _cell_text(value, decimals: int | None) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return f"{value:.{decimals}f}" if decimals is not None else repr(value)
+    return str(value)
 
 
 def _kind(rel: str) -> str:
@@ -128,35 +150,47 @@ def _kind(rel: str) -> str:
     return "json" if name.endswith(".json") else "text"
 
 
-def _render(kind: str, rows: list[dict]) -> str:
+CSV_HEADER = "csv_header"   # the kind of a CSV file's first row: its column order and number formats
+
+
+def _render(rows: list[dict]) -> str:
     """The text of one file from its rows (all rows of one run and path, in order)."""
+    kind = rows[0]["kind"]
     if kind == "text":
         return rows[0]["text"]
     if kind == "json":
         return json.dumps(rows[0]["data"], indent=2, sort_keys=True) + "\n"
-    fields = [[k for k in r if k not in RESERVED] for r in rows]
-    if kind in ("utt", "jsonl_row"):
-        return "".join(json.dumps({k: r[k] for k in f}) + "\n" for r, f in zip(rows, fields))
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(fields[0])
-    for r in rows:
-        writer.writerow([_cell_text(r[k]) for k in fields[0]])
-    return buf.getvalue()
+    if kind == CSV_HEADER:
+        columns, decimals = rows[0]["data"]["columns"], rows[0]["data"]["decimals"]
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        for r in rows[1:]:
+            writer.writerow([_cell_text(r[k], decimals.get(k)) for k in columns])
+        return buf.getvalue()
+    return "".join(json.dumps({k: v for k, v in r.items() if k not in RESERVED}) + "\n" for r in rows)
 
 
 def _rows_of_file(kind: str, text: str) -> list[dict] | None:
-    """The data rows of one file, or None where the kind does not apply (then stored as text)."""
+    """The rows of one file (without run and path), or None where the kind does not apply (then
+    it is stored as text). A CSV file's rows follow one `CSV_HEADER` row."""
     if kind == "json":
-        return [{"data": json.loads(text)}]
+        return [{"kind": kind, "data": json.loads(text)}]
     if kind in ("utt", "jsonl_row"):
         rows = [json.loads(line) for line in text.splitlines()]
-        return rows if rows and all(isinstance(r, dict) for r in rows) else None
+        if not rows or not all(isinstance(r, dict) for r in rows) or any(k in RESERVED for r in rows for k in r):
+            return None
+        return [{"kind": kind, **r} for r in rows]
     if kind in ("bucket", "attention", "csv_row"):
         table = list(csv.reader(io.StringIO(text)))
-        if len(table) < 2 or any(len(r) != len(table[0]) for r in table) or len(set(table[0])) != len(table[0]):
+        columns = table[0] if table else []
+        if (len(table) < 2 or any(len(r) != len(columns) for r in table) or len(set(columns)) != len(columns)
+                or any(k in RESERVED for k in columns)):
             return None
-        return [dict(zip(table[0], map(_cell, r))) for r in table[1:]]
+        decimals = {k: d for i, k in enumerate(columns)
+                    if (d := _fixed_decimals([r[i] for r in table[1:]])) is not None}
+        return [{"kind": CSV_HEADER, "data": {"columns": columns, "decimals": decimals}}] + [
+            {"kind": kind, **{k: _cell(c, decimals.get(k)) for k, c in zip(columns, r)}} for r in table[1:]]
     return None
 
 
@@ -185,19 +219,17 @@ def table_rows(run: str, files: dict[str, str]) -> list[dict]:
     for rel in sorted(files):
         text = files[rel]
         kind = _kind(rel)
-        head = {"run": run, "path": rel}
-        rows = None
+        extra = _eval_columns(rel, files)
         try:
             rows = _rows_of_file(kind, text) if kind != "text" else None
         except ValueError:
             rows = None
-        extra = _eval_columns(rel, files)
-        if rows is not None and not any(k in RESERVED for r in rows for k in r if k != "data" or kind != "json"):
-            rows = [{**head, "kind": kind, **extra, **r} for r in rows]
-            if _render(kind, rows) == text:
+        if rows is not None:
+            rows = [{"run": run, "path": rel, "kind": r.pop("kind"), **extra, **r} for r in rows]
+            if _render(rows) == text:
                 out += rows
                 continue
-        out.append({**head, "kind": "text", **extra, "text": text})
+        out.append({"run": run, "path": rel, "kind": "text", **extra, "text": text})
     return out
 
 
@@ -206,7 +238,7 @@ def render_run(rows: Iterable[dict]) -> dict[str, str]:
     grouped: dict[str, list[dict]] = {}
     for r in rows:
         grouped.setdefault(r["path"], []).append(r)
-    return {rel: _render(rs[0]["kind"], rs) for rel, rs in grouped.items()}
+    return {rel: _render(rs) for rel, rs in grouped.items()}
 
 
 # ----------------------------------------------------------------------------- the table file
