@@ -145,8 +145,9 @@ def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
         if (p / RUN_INFO).is_file():
             found.append(p.resolve())
         elif p.is_dir():
-            live = [(q.parent, q.parent) for q in p.rglob(RUN_INFO)]
-            found.extend(real.resolve() for _, real in sorted(live + (archived or []), key=lambda lr: lr[0]))
+            # a run folder on disk wins over the same run in a table (archived, then evaluated again)
+            runs = dict(archived or []) | {q.parent: q.parent.resolve() for q in p.rglob(RUN_INFO)}
+            found.extend(real for _, real in sorted(runs.items()))
         elif archived:
             found.extend(real for _, real in archived)
         elif not p.exists():
