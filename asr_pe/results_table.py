@@ -29,8 +29,8 @@ stores a file that would not round-trip as text.
 
 The readers (plots, study summary, in-context tables) keep one file-based code path: a run
 path such as ``recipes/synth/study/runs/rope_ctc_s0`` that is not a folder on disk is found in
-its parent's table by `locate` and written out once per process to a temporary folder, whose
-files are exactly the run folder's, so a table cannot read differently from the files it holds.
+its parent's table by `locate`, written out once per table version to a cache folder whose files
+are exactly the run folder's, so a table cannot read differently from the files it holds.
 ``<study>/<pattern>`` (``runs/*_ctc_s*``, e.g. a shell glob that matched nothing on disk)
 names the table's runs that match. Live run folders are read in place, as before.
 
@@ -42,10 +42,10 @@ table with run folders.
 from __future__ import annotations
 
 import argparse
-import atexit
 import csv
 import fnmatch
 import gzip
+import hashlib
 import io
 import json
 import math
@@ -287,49 +287,67 @@ def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike]) ->
         runs[d.name] = table_rows(d.name, read_run_files(d, archived_files(d)))
         added.append(d.name)
     write_table(table, runs)
-    _extracted.pop(str(table.resolve()), None)
     return added
 
 
 # ----------------------------------------------------------------------------- run paths
 
 _extracted: dict[str, tuple[tuple, Path]] = {}   # table -> (its stat, the folder it was written to)
-_scratch: list[Path] = []
 
 
-def _scratch_dir() -> Path:
-    if not _scratch:
-        _scratch.append(Path(tempfile.mkdtemp(prefix="asr_pe_results_")))
-        atexit.register(shutil.rmtree, _scratch[0], True)
-    return _scratch[0]
+def _cache_root() -> Path:
+    """Where tables are written out as run folders: ``$ASR_PE_CACHE/results`` (default
+    ``~/.cache/asr_pe/results``), the same root the synth corpus uses."""
+    return Path(os.environ.get("ASR_PE_CACHE") or Path.home() / ".cache" / "asr_pe").expanduser() / "results"
 
 
 def _extract(table: Path) -> Path:
-    """The folder holding every run of ``table`` as run folders (written once per process, again
-    when the table changes)."""
-    key = str(table.resolve())
+    """The folder holding every run of ``table`` as run folders.
+
+    Written once per table content and place (the key hashes both) below `_cache_root`, so a
+    second process, e.g. the next of a report's scripts, finds it done; the run folders sit at
+    the study's own absolute path below the key, so that `logical_path` is a prefix away and
+    the runs sort as their folders did. A changed table gets a new key, and the entries of
+    its earlier versions go."""
+    study = table.parent.resolve()
     st = table.stat()
     sig = (st.st_mtime_ns, st.st_size)
-    if key in _extracted and _extracted[key][0] == sig:
-        return _extracted[key][1]
-    # below the scratch folder at the study's own absolute path, so that `logical_path` is a
-    # prefix away and the runs sort as their folders did
-    root = Path(tempfile.mkdtemp(dir=_scratch_dir())) / table.parent.resolve().relative_to("/")
-    for run, rows in read_table(table).items():
-        for rel, text in render_run(rows).items():
-            target = root / run / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-    _extracted[key] = (sig, root)
-    return root
+    if str(study) in _extracted and _extracted[str(study)][0] == sig:
+        return _extracted[str(study)][1]
+    data = table.read_bytes()
+    key = hashlib.sha256(str(study).encode() + b"\0" + data).hexdigest()[:20]
+    base = _cache_root()
+    entry = base / key
+    inside = study.relative_to(study.anchor)
+    if not (entry / ".complete").is_file():
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}."))
+        try:
+            for run, rows in read_table(table).items():
+                for rel, text in render_run(rows).items():
+                    target = tmp / inside / run / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(text, encoding="utf-8")
+            (tmp / ".complete").write_text("")
+            for old in base.iterdir():      # earlier versions of this table
+                if old.name != key and not old.name.startswith(".") and (old / inside).is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
+            os.rename(tmp, entry)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not (entry / ".complete").is_file():   # else another process wrote it first
+                raise
+    _extracted[str(study)] = (sig, entry / inside)
+    return entry / inside
 
 
 def logical_path(path: str | os.PathLike) -> Path:
     """The path a run folder written out from a table stands for (``<study>/<run>/...``,
     absolute); any other path unchanged. For what a reader prints or writes."""
     path = Path(path)
-    if _scratch and path.is_relative_to(_scratch[0]):
-        return Path("/", *path.relative_to(_scratch[0]).parts[1:])
+    base = _cache_root()
+    if path.is_relative_to(base) and len(path.relative_to(base).parts) > 1:
+        return Path(path.anchor, *path.relative_to(base).parts[1:])
     return path
 
 

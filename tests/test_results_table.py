@@ -20,6 +20,12 @@ STUDY = REPO / "recipes" / "synth" / "study"
 TABLES = sorted(STUDY.rglob(TABLE_NAME))
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    # the tables of these tests are written out below the test's folder, not the user's cache
+    monkeypatch.setenv("ASR_PE_CACHE", str(tmp_path / "cache"))
+
+
 def _git(*args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, check=True, **kw)
 
@@ -174,3 +180,21 @@ def test_the_command_line_adds_lists_and_refuses_what_is_no_run(tmp_path):
     b = _run(tmp_path / "live", "none_ctc_s0", 12.0)
     kept = subprocess.run([*cli, "add", str(study), str(b), "--remove"], **env_kw)
     assert kept.returncode == 2 and "checkpoints/last.ckpt" in kept.stderr and b.exists()
+
+
+def test_a_table_is_written_out_once_per_version(tmp_path):
+    live = tmp_path / "live"
+    study = tmp_path / "study"
+    add_runs(study / TABLE_NAME, [_run(live, "rope_ctc_s0", 7.0)])
+    first = locate(study / "rope_ctc_s0")
+    assert first != study / "rope_ctc_s0" and logical_path(first) == (study / "rope_ctc_s0").resolve()
+    entries = sorted(p.name for p in (tmp_path / "cache" / "results").iterdir())
+    # another process finds the same folder written; a changed table replaces it
+    again = subprocess.run([sys.executable, "-c", "import sys; from asr_pe.results_table import locate; "
+                            f"print(locate(sys.argv[1]))", str(study / "rope_ctc_s0")],
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    assert again == str(first)
+    add_runs(study / TABLE_NAME, [_run(live, "none_ctc_s0", 12.0)])
+    assert runs_in(study) == ["none_ctc_s0", "rope_ctc_s0"]
+    now = sorted(p.name for p in (tmp_path / "cache" / "results").iterdir())
+    assert len(now) == 1 and now != entries

@@ -597,12 +597,13 @@ def test_synth_stage_2_appends_to_a_runs_log(tmp_path):
     assert (study / "logs" / "none_ctc_s0.log").read_text().count("call train.py") == 2
 
 
-def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_path):
+def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_path, monkeypatch):
     import json
 
     from asr_pe.evaluation.buckets import write_bucket_files
 
     study, archive, report = tmp_path / "study", tmp_path / "archive", tmp_path / "report"
+    monkeypatch.setenv("ASR_PE_CACHE", str(tmp_path / "cache"))   # where the archive is read back from
     # two CTC runs, and a hybrid run decoded twice: attention (eval/test) and CTC greedy (eval.suffix=_ctc)
     runs = {("none", "ctc"): {"test": 12.0, "longform": 12.0}, ("rope", "ctc"): {"test": 7.0, "longform": 7.0},
             ("rope", "hybrid"): {"test": 4.0, "test_ctc": 8.0, "longform_ctc": 8.0}}
