@@ -3,6 +3,7 @@ replaced, adding runs is idempotent, and the readers take the same run paths as 
 
 import gzip
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -176,6 +177,13 @@ def test_the_command_line_adds_lists_and_refuses_what_is_no_run(tmp_path):
     assert not a.exists() and [p.name for p in study.iterdir()] == [TABLE_NAME]
     listed = subprocess.run([*cli, "list", str(study)], **env_kw).stdout.split()
     assert listed == [str(study / "rope_ctc_s0")]
+    # a run archived later as a folder beside the table (a background job's seeds) is folded in
+    c = _run(study, "rope_ctc_s2", 6.0)
+    shutil.rmtree(c / "checkpoints")
+    (c / "eval" / "test" / "buckets.md").unlink()
+    folded = subprocess.run([*cli, "add", str(study), "--remove"], **env_kw)
+    assert folded.returncode == 0, folded.stderr
+    assert runs_in(study) == ["rope_ctc_s0", "rope_ctc_s2"] and not c.exists()
     # a folder with files the archive does not keep is not removed (it would lose them)
     b = _run(tmp_path / "live", "none_ctc_s0", 12.0)
     kept = subprocess.run([*cli, "add", str(study), str(b), "--remove"], **env_kw)
