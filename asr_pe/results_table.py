@@ -451,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(d)
         print(f"{table}: {len(added)} run(s) added{' and their folders removed' if args.remove else ''}")
         return 0
-    except (ResultsTableError, OSError) as e:
+    except (OSError, ValueError) as e:   # ResultsTableError, and a file that is not UTF-8 text
         print(f"error: {e}", file=sys.stderr)
         return 2
 
