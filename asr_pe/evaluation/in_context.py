@@ -60,6 +60,7 @@ import numpy as np
 
 from asr_pe.evaluation.scoring import normalize_text, score_utterance
 from asr_pe.io import read_jsonl
+from asr_pe.results_table import locate
 
 __all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
            "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
@@ -279,7 +280,7 @@ def pooled_in_context(results: Sequence[InContextResult], *, n_boot: int = 1000,
 def read_records(path: str | os.PathLike) -> list[dict]:
     """The records of a ``per_utt.jsonl`` (``id``, ``duration``, ``ref``, ``hyp`` needed); a bad
     line is an `InContextError` naming the file and line."""
-    path = Path(path)
+    path = locate(path)
     if not path.is_file():
         raise FileNotFoundError(f"per-utterance records not found: {path}")
     out = []
@@ -335,7 +336,7 @@ def parts_of_set(long_dir: str | os.PathLike, parts_path: str | os.PathLike | No
     run whose manifest lives in another machine's cache)."""
     if parts_path is not None:
         return read_parts(parts_path)
-    meta = Path(long_dir) / "buckets.meta.json"
+    meta = locate(Path(long_dir) / "buckets.meta.json")
     try:
         manifest = Path(json.loads(meta.read_text(encoding="utf-8"))["manifest"])
     except (OSError, ValueError, KeyError, TypeError):

@@ -48,6 +48,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from asr_pe.io import read_jsonl
+from asr_pe.results_table import locate
 
 __all__ = ["PER_UTT", "METRIC_KEYS", "read_errors", "length_ratio_ci", "difference_ci"]
 
@@ -64,7 +65,7 @@ def read_errors(set_dir: str | os.PathLike, *, metric: str = "cer", lo: float = 
     file and line."""
     if metric not in METRIC_KEYS:
         raise ValueError(f"metric must be one of {sorted(METRIC_KEYS)}, got {metric!r}")
-    path = Path(set_dir) / PER_UTT
+    path = locate(Path(set_dir) / PER_UTT)
     if not path.is_file():
         return None
     err_key, ref_key = METRIC_KEYS[metric]

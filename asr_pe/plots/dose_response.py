@@ -22,6 +22,7 @@ import numpy as np
 
 from asr_pe.evaluation.in_context import InContextError, InContextResult
 from asr_pe.evaluation.ladder_report import Key, pool_runs, pool_sets, run_ladder
+from asr_pe.results_table import logical_path
 
 from .wer_vs_length import find_run_dirs, read_run_info, run_label, save_figure
 
@@ -40,7 +41,7 @@ def ladder_series(paths: Iterable[str | os.PathLike], index: Mapping[str, Any], 
     for run_dir in find_run_dirs(paths):
         names = [Path(m).stem + suffix for m in sets.values()]
         if not all((run_dir / "eval" / n / "per_utt.jsonl").is_file() for n in names):
-            missing.append(str(run_dir))
+            missing.append(str(logical_path(run_dir)))
             continue
         by_label.setdefault(run_label(read_run_info(run_dir)), []).append(
             run_ladder(run_dir, index, pool, suffix=suffix, n_boot=n_boot))

@@ -26,6 +26,7 @@ from typing import Iterable
 from asr_pe.evaluation.in_context import (InContextResult, parts_of_set, pooled_in_context,
                                           set_in_context)
 from asr_pe.evaluation.length_ratio import length_ratio_ci
+from asr_pe.results_table import logical_path
 
 from .wer_vs_length import RunResult, aggregate, format_value, load_runs
 
@@ -56,7 +57,7 @@ def label_in_context(paths: Iterable[str | os.PathLike], *, long_set: str, alone
         long_dir, alone_dir = r.run_dir / "eval" / long_set, r.run_dir / "eval" / alone_set
         parts = parts_of_set(long_dir, parts_path)
         if parts is None or not (long_dir / "per_utt.jsonl").is_file() or not (alone_dir / "per_utt.jsonl").is_file():
-            skipped.append(str(r.run_dir))
+            skipped.append(str(logical_path(r.run_dir)))
             continue
         res = set_in_context(long_dir, alone_dir, parts, metric=metric, n_boot=n_boot, seed=seed)
         grouped.setdefault(r.label, []).append((r, res, parts))
@@ -66,7 +67,7 @@ def label_in_context(paths: Iterable[str | os.PathLike], *, long_set: str, alone
                     ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
     out = {}
     for label, items in grouped.items():
-        items.sort(key=lambda item: (str(item[0].seed), str(item[0].run_dir)))
+        items.sort(key=lambda item: (str(item[0].seed), str(logical_path(item[0].run_dir))))
         out[label] = LabelInContext(label, [i[0] for i in items], [i[1] for i in items],
                                     pooled_in_context([i[1] for i in items], n_boot=n_boot, seed=seed),
                                     items[0][2])

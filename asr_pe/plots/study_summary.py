@@ -44,6 +44,7 @@ from typing import Iterable, Sequence
 
 from asr_pe.evaluation.buckets import read_bucket_csv
 from asr_pe.evaluation.length_ratio import difference_ci, length_ratio_ci
+from asr_pe.results_table import locate
 
 from .in_context_table import in_context_cell, label_in_context
 from .wer_vs_length import (
@@ -145,7 +146,7 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
 def read_attention_stats(run_dir: Path) -> dict[str, dict[str, float]]:
     """bucket -> mean distance (s), mean distance / duration, local share, over the run's rows."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
-    path = Path(run_dir) / ATTENTION_CSV
+    path = locate(Path(run_dir) / ATTENTION_CSV)
     with open(path, newline="") as f:
         for line_no, row in enumerate(csv.DictReader(f), start=2):
             try:

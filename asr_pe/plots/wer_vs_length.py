@@ -47,6 +47,7 @@ import numpy as np
 
 from asr_pe.evaluation.buckets import ALL_LABEL, atomic_write_text, read_bucket_csv
 from asr_pe.io import atomic_path
+from asr_pe.results_table import expand_run_paths, locate, logical_path
 
 __all__ = ["RunResult", "LabelSeries", "RunDirError", "find_run_dirs", "test_sets_of", "load_runs",
            "aggregate", "reference_bucket", "long_csv", "markdown_report", "plot_series",
@@ -131,16 +132,26 @@ class LabelSeries:
 # ----------------------------------------------------------------------------- discovery
 
 def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Run dirs among ``paths``: a path holding run_info.json is a run, others are searched below."""
+    """Run dirs among ``paths``: a path holding run_info.json is a run, others are searched below.
+
+    A study's archived runs live in its ``results.jsonl.gz`` (`asr_pe.results_table`): a path
+    ``<study>/<run>`` or ``<study>/<pattern>`` that is no folder names runs of that table, and a
+    folder searched below counts the runs of the tables in it; each comes back as a folder
+    holding its files, in the order of the paths the runs were archived from."""
     found: list[Path] = []
     for p in paths:
         p = Path(p)
-        if not p.exists():
-            raise FileNotFoundError(f"no such run or sweep directory: {p}")
+        archived = expand_run_paths(p)
         if (p / RUN_INFO).is_file():
             found.append(p.resolve())
         elif p.is_dir():
-            found.extend(sorted(q.parent.resolve() for q in p.rglob(RUN_INFO)))
+            # a run folder on disk wins over the same run in a table (archived, then evaluated again)
+            runs = dict(archived or []) | {q.parent: q.parent.resolve() for q in p.rglob(RUN_INFO)}
+            found.extend(real for _, real in sorted(runs.items()))
+        elif archived:
+            found.extend(real for _, real in archived)
+        elif not p.exists():
+            raise FileNotFoundError(f"no such run or sweep directory: {p}")
         else:
             raise RunDirError(f"{p}: not a directory")
     return list(dict.fromkeys(found))           # a run reached twice counts once
@@ -152,7 +163,7 @@ def run_label(info: dict) -> str:
 
 
 def read_run_info(run_dir: Path) -> dict:
-    path = run_dir / RUN_INFO
+    path = locate(Path(run_dir) / RUN_INFO)
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -181,7 +192,7 @@ def _eval_meta(csv_path: Path) -> tuple[str | None, str | None]:
 
 def test_sets_of(run_dir: Path) -> list[str]:
     """Names of ``eval/<name>/`` folders of a run that hold a buckets.csv."""
-    return sorted(p.parent.name for p in (Path(run_dir) / "eval").glob("*/buckets.csv"))
+    return sorted(p.parent.name for p in locate(Path(run_dir) / "eval").glob("*/buckets.csv"))
 
 
 def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
@@ -205,7 +216,7 @@ def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
     for d in run_dirs:
         csv_path = d / "eval" / test_set / "buckets.csv"
         if not csv_path.is_file():
-            missing.append(str(d))
+            missing.append(str(logical_path(d)))
             continue
         runs.append(RunResult(d, read_run_info(d), test_set, read_bucket_csv(csv_path), *_eval_meta(csv_path)))
     if missing:
@@ -233,7 +244,7 @@ def aggregate(runs: Sequence[RunResult], metric: str = "wer") -> list[LabelSerie
         by_label[r.label].append(r)
     series = []
     for label, group in by_label.items():
-        group = sorted(group, key=lambda r: (str(r.seed), str(r.run_dir)))
+        group = sorted(group, key=lambda r: (str(r.seed), str(logical_path(r.run_dir))))
         s = LabelSeries(label, group)
         bounds = {}
         for r in group:
@@ -286,7 +297,7 @@ def _csv_cell(v) -> str:
 def _display_path(path: Path) -> str:
     """Relative to the working directory when below it: a committed CSV names no machine's paths."""
     try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+        return str(logical_path(Path(path).resolve()).relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
 
@@ -296,7 +307,7 @@ def long_csv(runs: Sequence[RunResult]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_KEYS)
-    for r in sorted(runs, key=lambda r: (r.label, str(r.seed), str(r.run_dir))):
+    for r in sorted(runs, key=lambda r: (r.label, str(r.seed), str(logical_path(r.run_dir)))):
         for row in r.rows:
             values = {"label": r.label, "pe": r.info.get("pe"), "loss": r.info.get("loss"),
                       "encoder": r.info.get("encoder"), "remedy": r.remedy, "seed": r.seed, "test_set": r.test_set,

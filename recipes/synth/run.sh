@@ -191,41 +191,26 @@ fi
 
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   # The report is drawn from an archive of each evaluated run's small result files (run_info,
-  # config, per-bucket scores, per-utterance scores, attention statistics; no checkpoints):
-  # commit the archive and the figures regenerate from the repository alone, after the run
-  # folders are gone.
-  log "stage 4: archive in $archive_dir, report in $report_dir"
+  # config, per-bucket scores, per-utterance scores, attention statistics; no checkpoints), one
+  # table <archive_dir>/results.jsonl.gz (asr_pe/results_table.py): commit it and the figures
+  # regenerate from the repository alone, after the run folders are gone. Archiving a run again
+  # replaces its rows.
+  log "stage 4: archive in $archive_dir/results.jsonl.gz, report in $report_dir"
+  evaluated=()
   for info in "$study_dir"/*/run_info.json; do
     [ -e "$info" ] || continue
     run=$(dirname "$info")
     # eval/done.json: written by train.py once every test set is scored (a run still being
     # evaluated, or killed between two sets, is left out)
     [ -f "$run/eval/done.json" ] || { log "  $(basename "$run"): not evaluated yet"; continue; }
-    dest="$archive_dir/$(basename "$run")"
-    mkdir -p "$dest"
-    cp "$info" "$dest/"
-    if [ -f "$run/config.yaml" ]; then cp "$run/config.yaml" "$dest/"; fi
-    for set_dir in "$run"/eval/*/; do
-      set_name=$(basename "$set_dir")
-      mkdir -p "$dest/eval/$set_name"
-      files="buckets.csv buckets.meta.json per_utt.jsonl"
-      # an inference remedy's or chunked inference's folder (eval/test_window, ...) keeps its
-      # bucket tables, which every table and figure reads, without the per-utterance scores
-      # (~200 kB a set: a study's remedies would double the archive)
-      if grep -qE '"remedy"|"mode": "chunked"' "$set_dir/buckets.meta.json" 2>/dev/null; then
-        files="buckets.csv buckets.meta.json"
-      fi
-      for f in $files; do
-        if [ -f "$set_dir/$f" ]; then cp "$set_dir/$f" "$dest/eval/$set_name/"; fi
-      done
-    done
-    # scripts/attention_vs_length.py's output (the summary's attention table), where it was run
-    for f in "$run"/attention_stats/attention_stats.csv "$run"/attention_stats/attention_stats.md; do
-      if [ -f "$f" ]; then mkdir -p "$dest/attention_stats" && cp "$f" "$dest/attention_stats/"; fi
-    done
+    evaluated+=("$run")
   done
-  runs=("$archive_dir"/*_"${loss}"_s*)  # the runs of this head only
-  [ -e "${runs[0]}" ] || { log "  no archived ${loss} runs in $archive_dir"; exit 1; }
+  if [ "${#evaluated[@]}" -gt 0 ]; then
+    "$PYTHON" -m asr_pe.results_table add "$archive_dir" "${evaluated[@]}" > /dev/null
+  fi
+  # the runs of this head only: <archive_dir>/<run> paths, which the readers find in the table
+  mapfile -t runs < <("$PYTHON" -m asr_pe.results_table list "$archive_dir" "*_${loss}_s*")
+  [ "${#runs[@]}" -gt 0 ] || { log "  no archived ${loss} runs in $archive_dir"; exit 1; }
   for set in $report_sets; do
     for metric in wer cer; do
       # --reference-set: the long-form recordings are all 136-174 s, so their degradation is

@@ -137,7 +137,7 @@ def test_committed_synth_summary_is_what_the_archived_scores_give(tmp_path):
         python scripts/study_summary.py recipes/synth/study/runs/*_ctc_s* --attention-names "2-4 s" \\
             "32-64 s" "160 s" --decodings test --decodings-long longform \\
             --parts recipes/synth/study/longform/parts.json --out recipes/synth/study/summary.md"""
-    runs = sorted(str(p.relative_to(REPO)) for p in (REPO / "recipes/synth/study/runs").glob("*_ctc_s*"))
+    runs = ["recipes/synth/study/runs/*_ctc_s*"]     # the runs of the study's table that match
     out = tmp_path / "summary.md"
     subprocess.run([sys.executable, SUMMARY_COMMAND[0], *runs, *SUMMARY_COMMAND[1:], "--out", str(out)],
                    cwd=REPO, check=True, capture_output=True, text=True)

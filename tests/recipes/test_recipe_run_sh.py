@@ -597,12 +597,13 @@ def test_synth_stage_2_appends_to_a_runs_log(tmp_path):
     assert (study / "logs" / "none_ctc_s0.log").read_text().count("call train.py") == 2
 
 
-def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_path):
+def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_path, monkeypatch):
     import json
 
     from asr_pe.evaluation.buckets import write_bucket_files
 
     study, archive, report = tmp_path / "study", tmp_path / "archive", tmp_path / "report"
+    monkeypatch.setenv("ASR_PE_CACHE", str(tmp_path / "cache"))   # where the archive is read back from
     # two CTC runs, and a hybrid run decoded twice: attention (eval/test) and CTC greedy (eval.suffix=_ctc)
     runs = {("none", "ctc"): {"test": 12.0, "longform": 12.0}, ("rope", "ctc"): {"test": 7.0, "longform": 7.0},
             ("rope", "hybrid"): {"test": 4.0, "test_ctc": 8.0, "longform_ctc": 8.0}}
@@ -641,12 +642,16 @@ def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_pa
     out = run(SYNTH, "--stage", "4", "--stop_stage", "4", "--study_dir", str(study),
               "--archive_dir", str(archive), "--report_dir", str(report), timeout=300)
     assert "t5_ctc_s0: not evaluated yet" in out.stdout and "cape_ctc_s0: not evaluated yet" in out.stdout
-    files = sorted(str(p.relative_to(archive)) for p in archive.rglob("*") if p.is_file())
+    # one table, <archive>/results.jsonl.gz, with a row per file (or per row of it) of each run
+    from asr_pe.results_table import TABLE_NAME, read_table
+    assert [p.name for p in archive.iterdir()] == [TABLE_NAME]
+    files = sorted({f"{run}/{row['path']}" for run, rows in read_table(archive / TABLE_NAME).items() for row in rows})
     want = [f"{pe}_{loss}_s0/{f}" for (pe, loss), sets in runs.items() for f in (
         "run_info.json", *(f"eval/{s}/{n}" for s in sets for n in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl")))]
     want += [f"rope_ctc_s0/attention_stats/attention_stats.{ext}" for ext in ("csv", "md")]
     want += [f"rope_ctc_s0/eval/test_window/{n}" for n in ("buckets.csv", "buckets.meta.json")]
     assert files == sorted(want)
+    archived = (archive / TABLE_NAME).read_bytes()
     for test_set in ("test", "longform"):
         for metric in ("wer", "cer"):
             assert (report / test_set / f"{metric}_vs_length.png").exists(), (test_set, metric)
@@ -668,6 +673,7 @@ def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_pa
     run(SYNTH, "--stage", "4", "--stop_stage", "4", "--study_dir", str(study), "--loss", "hybrid",
         "--archive_dir", str(archive), "--report_dir", str(tmp_path / "report_h"),
         "--report_sets", "test test_ctc longform_ctc", "--summary_sets", "test_ctc longform_ctc", timeout=300)
+    assert (archive / TABLE_NAME).read_bytes() == archived  # the same runs archived again: the same table
     table = (tmp_path / "report_h" / "test" / "cer_vs_length.md").read_text()
     assert "rope/hybrid" in table and "4.0" in table and "/ctc" not in table
     assert "| rope/hybrid+greedy | 5.00 | test_ctc: 0-2 | 1.00× |" in (
@@ -733,8 +739,8 @@ def test_editing_run_sh_during_a_run_does_not_change_the_running_copy(name, args
 
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git work tree")
 def test_the_committed_study_archive_is_not_git_ignored():
-    # `make study` archives into recipes/synth/study/runs/; a broad `runs/` ignore rule once hid it
-    probe = "recipes/synth/study/runs/none_ctc_s0/eval/test/buckets.csv"
+    # `make study` archives into recipes/synth/study/runs/results.jsonl.gz; a broad `runs/` ignore rule once hid it
+    probe = "recipes/synth/study/runs/results.jsonl.gz"
     proc = subprocess.run(["git", "check-ignore", "-v", probe], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 1, f"{probe} is ignored: {proc.stdout}"
     ignored = subprocess.run(["git", "check-ignore", "runs/synth_study/none_ctc_s0/config.yaml"], cwd=REPO)

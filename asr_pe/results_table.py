@@ -1,0 +1,460 @@
+"""A study's archived run results as one compressed table, and run paths that resolve through it.
+
+A study folder (``recipes/synth/study/runs``, ``.../seeds``, ``.../arms/conformer``, ...) keeps
+its runs' small result files (``run_info.json``, ``config.yaml``, ``eval/<set>/buckets.csv``,
+``buckets.meta.json``, ``per_utt.jsonl``, ``attention_stats/``) in ``<study>/results.jsonl.gz``:
+one JSON object a line, gzip, one row per per-utterance record, bucket row or attention row, and
+one per small file. Every row has ``run`` (the run folder's name), ``path`` (the file inside the
+run folder) and ``kind``:
+
+    utt        a line of eval/<set>/per_utt.jsonl, its fields as columns
+    bucket     a row of eval/<set>/buckets.csv, its cells as columns
+    attention  a row of attention_stats/attention_stats.csv
+    csv_row, jsonl_row   a row of another CSV / JSON-lines file
+    csv_header before a CSV file's rows: ``data`` holds its column order and number formats
+    json       a JSON file (run_info.json, buckets.meta.json) in the column ``data``
+    text       any other file (config.yaml, attention_stats.md) verbatim in the column ``text``
+
+Rows under ``eval/`` also carry ``set`` (the test set, from buckets.meta.json) and ``suffix``
+(the rest of the folder name: ``_rope_ntk``, ``_chunked``, ...). Read it with pandas::
+
+    pd.read_json("recipes/synth/study/runs/results.jsonl.gz", lines=True).query("kind == 'utt'")
+
+or ``zcat recipes/synth/study/runs/results.jsonl.gz | grep '"run": "rope_ctc_s0"'``.
+
+A CSV cell is stored as a number where it prints back as the same text (``"0"``, ``"1.6552"``,
+and ``"7.0000"`` in a column written with four decimals; ``"nan"`` and ``"inf"`` stay strings),
+so `render_run` gives back every file byte for byte; `table_rows` checks that for each file and
+stores a file that would not round-trip as text.
+
+The readers (plots, study summary, in-context tables) keep one file-based code path: a run
+path such as ``recipes/synth/study/runs/rope_ctc_s0`` that is not a folder on disk is found in
+its parent's table by `locate`, written out once per table version to a cache folder whose files
+are exactly the run folder's, so a table cannot read differently from the files it holds.
+``<study>/<pattern>`` (``runs/*_ctc_s*``, e.g. a shell glob that matched nothing on disk)
+names the table's runs that match. Live run folders are read in place, as before.
+
+``python -m asr_pe.results_table add <study> <run folder>...`` adds or replaces runs (what
+``recipes/synth/run.sh`` stage 4 does); ``list`` prints a study's run paths; ``check`` compares a
+table with run folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import fnmatch
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from asr_pe.io import atomic_write_bytes
+
+__all__ = [
+    "TABLE_NAME", "ResultsTableError", "archived_files", "table_rows", "render_run", "read_table",
+    "write_table", "add_runs", "runs_in", "locate", "logical_path", "expand_run_paths", "main",
+]
+
+TABLE_NAME = "results.jsonl.gz"
+RUN_INFO = "run_info.json"
+# The columns every row has; a file whose own fields use one of these names is stored as text.
+RESERVED = ("run", "path", "kind", "set", "suffix", "data", "text")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+class ResultsTableError(ValueError):
+    """A table that cannot be read or written; the message names the file (and line)."""
+
+
+# ----------------------------------------------------------------------------- what a run archives
+
+def archived_files(run_dir: Path) -> list[str]:
+    """The files of a run that its archive keeps, as paths inside the run folder, sorted.
+
+    run_info.json and config.yaml; per evaluated set buckets.csv, buckets.meta.json and
+    per_utt.jsonl, except that an inference remedy's or chunked inference's folder
+    (eval/test_window, ...) keeps its bucket tables, which every table and figure reads, without
+    the per-utterance scores (~200 kB a set: a study's remedies would double the archive);
+    attention_stats/ where scripts/attention_vs_length.py was run. No checkpoints."""
+    run_dir = Path(run_dir)
+    out = [name for name in (RUN_INFO, "config.yaml") if (run_dir / name).is_file()]
+    for set_dir in sorted(p for p in (run_dir / "eval").glob("*/") if p.is_dir()):
+        names = ["buckets.csv", "buckets.meta.json", "per_utt.jsonl"]
+        meta = set_dir / "buckets.meta.json"
+        if meta.is_file() and re.search(r'"remedy"|"mode": "chunked"', meta.read_text(encoding="utf-8")):
+            names.remove("per_utt.jsonl")
+        out += [f"eval/{set_dir.name}/{n}" for n in names if (set_dir / n).is_file()]
+    out += [f"attention_stats/{n}" for n in ("attention_stats.csv", "attention_stats.md")
+            if (run_dir / "attention_stats" / n).is_file()]
+    return sorted(out)
+
+
+# ----------------------------------------------------------------------------- files <-> rows
+
+def _fixed_decimals(cells: list[str]) -> int | None:
+    """k when every number among ``cells`` is written with exactly k decimals (``%.4f``: "7.0000")
+    and at least one is; None otherwise."""
+    numbers = [c for c in cells if re.fullmatch(r"-?[0-9]+\.[0-9]+", c)]
+    if not numbers or any(not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?|nan|-?inf|", c) for c in cells):
+        return None
+    ks = {len(c.split(".")[1]) for c in numbers}
+    if len(ks) != 1 or len(numbers) != sum(1 for c in cells if re.fullmatch(r"-?[0-9.]+", c)):
+        return None
+    k = ks.pop()
+    return k if all(f"{float(c):.{k}f}" == c for c in numbers) else None
+
+
+def _cell(text: str, decimals: int | None):
+    """A CSV cell as a number where the number prints back as the same text (with the column's
+    fixed decimals, else as Python prints it), else the text ("nan", "inf", labels)."""
+    if decimals is not None:
+        return float(text) if re.fullmatch(r"-?[0-9]+\.[0-9]+", text) else text
+    if re.fullmatch(r"-?[0-9]+", text) and str(int(text)) == text:
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) and repr(value) == text else text
+
+
+def _cell_text(value, decimals: int | None) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return f"{value:.{decimals}f}" if decimals is not None else repr(value)
+    return str(value)
+
+
+def _kind(rel: str) -> str:
+    name = rel.rsplit("/", 1)[-1]
+    if name == "per_utt.jsonl":
+        return "utt"
+    if name == "buckets.csv":
+        return "bucket"
+    if name == "attention_stats.csv":
+        return "attention"
+    if name.endswith(".csv"):
+        return "csv_row"
+    if name.endswith(".jsonl"):
+        return "jsonl_row"
+    return "json" if name.endswith(".json") else "text"
+
+
+CSV_HEADER = "csv_header"   # the kind of a CSV file's first row: its column order and number formats
+
+
+def _render(rows: list[dict]) -> str:
+    """The text of one file from its rows (all rows of one run and path, in order)."""
+    kind = rows[0]["kind"]
+    if kind == "text":
+        return rows[0]["text"]
+    if kind == "json":
+        return json.dumps(rows[0]["data"], indent=2, sort_keys=True) + "\n"
+    if kind == CSV_HEADER:
+        columns, decimals = rows[0]["data"]["columns"], rows[0]["data"]["decimals"]
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        for r in rows[1:]:
+            writer.writerow([_cell_text(r[k], decimals.get(k)) for k in columns])
+        return buf.getvalue()
+    return "".join(json.dumps({k: v for k, v in r.items() if k not in RESERVED}) + "\n" for r in rows)
+
+
+def _rows_of_file(kind: str, text: str) -> list[dict] | None:
+    """The rows of one file (without run and path), or None where the kind does not apply (then
+    it is stored as text). A CSV file's rows follow one `CSV_HEADER` row."""
+    if kind == "json":
+        return [{"kind": kind, "data": json.loads(text)}]
+    if kind in ("utt", "jsonl_row"):
+        rows = [json.loads(line) for line in text.splitlines()]
+        if not rows or not all(isinstance(r, dict) for r in rows) or any(k in RESERVED for r in rows for k in r):
+            return None
+        return [{"kind": kind, **r} for r in rows]
+    if kind in ("bucket", "attention", "csv_row"):
+        table = list(csv.reader(io.StringIO(text)))
+        columns = table[0] if table else []
+        if (len(table) < 2 or any(len(r) != len(columns) for r in table) or len(set(columns)) != len(columns)
+                or any(k in RESERVED for k in columns)):
+            return None
+        decimals = {k: d for i, k in enumerate(columns)
+                    if (d := _fixed_decimals([r[i] for r in table[1:]])) is not None}
+        return [{"kind": CSV_HEADER, "data": {"columns": columns, "decimals": decimals}}] + [
+            {"kind": kind, **{k: _cell(c, decimals.get(k)) for k, c in zip(columns, r)}} for r in table[1:]]
+    return None
+
+
+def _eval_columns(rel: str, files: dict[str, str]) -> dict:
+    """``set`` and ``suffix`` of a file under eval/<set><suffix>/ (the set from buckets.meta.json)."""
+    parts = rel.split("/")
+    if len(parts) != 3 or parts[0] != "eval":
+        return {}
+    folder = parts[1]
+    test_set = folder
+    meta = files.get(f"eval/{folder}/buckets.meta.json")
+    if meta is not None:
+        try:
+            name = json.loads(meta).get("test_set")
+        except (ValueError, AttributeError):
+            name = None
+        if isinstance(name, str) and folder.startswith(name):
+            test_set = name
+    return {"set": test_set, "suffix": folder[len(test_set):]}
+
+
+def table_rows(run: str, files: dict[str, str]) -> list[dict]:
+    """The table rows of one run from its files (path inside the run -> text), paths sorted.
+    A file whose rows would not render back to the same text is stored as text."""
+    out = []
+    for rel in sorted(files):
+        text = files[rel]
+        kind = _kind(rel)
+        extra = _eval_columns(rel, files)
+        try:
+            rows = _rows_of_file(kind, text) if kind != "text" else None
+        except ValueError:
+            rows = None
+        if rows is not None:
+            rows = [{"run": run, "path": rel, "kind": r.pop("kind"), **extra, **r} for r in rows]
+            if _render(rows) == text:
+                out += rows
+                continue
+        out.append({"run": run, "path": rel, "kind": "text", **extra, "text": text})
+    return out
+
+
+def render_run(rows: Iterable[dict]) -> dict[str, str]:
+    """Path inside the run -> file text, from one run's rows."""
+    grouped: dict[str, list[dict]] = {}
+    for r in rows:
+        grouped.setdefault(r["path"], []).append(r)
+    return {rel: _render(rs) for rel, rs in grouped.items()}
+
+
+# ----------------------------------------------------------------------------- the table file
+
+def read_table(path: str | os.PathLike) -> dict[str, list[dict]]:
+    """Run name -> its rows, in table order."""
+    path = Path(path)
+    runs: dict[str, list[dict]] = {}
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line_no, line in enumerate(f, start=1):
+                try:
+                    row = json.loads(line)
+                    runs.setdefault(row["run"], []).append(row)
+                except (ValueError, KeyError, TypeError) as e:
+                    raise ResultsTableError(f"{path}:{line_no}: not a results row ({e})") from None
+    except (OSError, EOFError) as e:
+        raise ResultsTableError(f"{path}: cannot read the results table ({e})") from None
+    return runs
+
+
+def write_table(path: str | os.PathLike, runs: dict[str, list[dict]]) -> None:
+    """Write runs (name -> rows) sorted by name, atomically; the gzip header carries no time or
+    name, so the same runs give the same bytes."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        for run in sorted(runs):
+            for row in runs[run]:
+                gz.write((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def read_run_files(run_dir: Path, rels: Iterable[str]) -> dict[str, str]:
+    return {rel: (Path(run_dir) / rel).read_text(encoding="utf-8") for rel in rels}
+
+
+def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike]) -> list[str]:
+    """Add (or replace) the runs in ``run_dirs`` in ``table`` (created when absent), each with
+    `archived_files`; returns their names. Adding a run again gives the same table."""
+    table = Path(table)
+    runs = read_table(table) if table.exists() else {}
+    added = []
+    for d in map(Path, run_dirs):
+        if not (d / RUN_INFO).is_file():
+            raise ResultsTableError(f"{d}: not a run folder (no {RUN_INFO})")
+        runs[d.name] = table_rows(d.name, read_run_files(d, archived_files(d)))
+        added.append(d.name)
+    write_table(table, runs)
+    return added
+
+
+# ----------------------------------------------------------------------------- run paths
+
+_extracted: dict[str, tuple[tuple, Path]] = {}   # table -> (its stat, the folder it was written to)
+
+
+def _cache_root() -> Path:
+    """Where tables are written out as run folders: ``$ASR_PE_CACHE/results`` (default
+    ``~/.cache/asr_pe/results``), the same root the synth corpus uses."""
+    return Path(os.environ.get("ASR_PE_CACHE") or Path.home() / ".cache" / "asr_pe").expanduser() / "results"
+
+
+def _extract(table: Path) -> Path:
+    """The folder holding every run of ``table`` as run folders.
+
+    Written once per table content and place (the key hashes both) below `_cache_root`, so a
+    second process, e.g. the next of a report's scripts, finds it done; the run folders sit at
+    the study's own absolute path below the key, so that `logical_path` is a prefix away and
+    the runs sort as their folders did. A changed table gets a new key, and the entries of
+    its earlier versions go."""
+    study = table.parent.resolve()
+    st = table.stat()
+    sig = (st.st_mtime_ns, st.st_size)
+    if str(study) in _extracted and _extracted[str(study)][0] == sig:
+        return _extracted[str(study)][1]
+    data = table.read_bytes()
+    key = hashlib.sha256(str(study).encode() + b"\0" + data).hexdigest()[:20]
+    base = _cache_root()
+    entry = base / key
+    inside = study.relative_to(study.anchor)
+    if not (entry / ".complete").is_file():
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}."))
+        try:
+            for run, rows in read_table(table).items():
+                for rel, text in render_run(rows).items():
+                    target = tmp / inside / run / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(text, encoding="utf-8")
+            (tmp / ".complete").write_text("")
+            for old in base.iterdir():      # earlier versions of this table
+                if old.name != key and not old.name.startswith(".") and (old / inside).is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
+            os.rename(tmp, entry)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not (entry / ".complete").is_file():   # else another process wrote it first
+                raise
+    _extracted[str(study)] = (sig, entry / inside)
+    return entry / inside
+
+
+def logical_path(path: str | os.PathLike) -> Path:
+    """The path a run folder written out from a table stands for (``<study>/<run>/...``,
+    absolute); any other path unchanged. For what a reader prints or writes."""
+    path = Path(path)
+    base = _cache_root()
+    if path.is_relative_to(base) and len(path.relative_to(base).parts) > 1:
+        return Path(path.anchor, *path.relative_to(base).parts[1:])
+    return path
+
+
+def runs_in(study: str | os.PathLike) -> list[str]:
+    """The names of the runs in ``<study>/results.jsonl.gz`` (none without one), sorted."""
+    table = Path(study) / TABLE_NAME
+    return sorted(p.name for p in _extract(table).iterdir()) if table.is_file() else []
+
+
+def locate(path: str | os.PathLike) -> Path:
+    """``path`` itself when it exists; else, when an ancestor ``<study>/<run>`` of it is a run in
+    ``<study>/results.jsonl.gz``, the same path inside that run written out from the table;
+    else ``path`` unchanged (so the caller's own "not found" applies)."""
+    path = Path(path)
+    if path.exists():
+        return path
+    for run in [path, *path.parents]:
+        table = run.parent / TABLE_NAME
+        if run.name and table.is_file() and not run.exists():
+            root = _extract(table)
+            if (root / run.name).is_dir():
+                return root / run.name / path.relative_to(run)
+    return path
+
+
+def expand_run_paths(path: str | os.PathLike) -> list[tuple[Path, Path]] | None:
+    """(logical path, readable folder) of the archived runs a path names, or None when it names
+    none: ``<study>/<run>`` of a table, ``<study>/<pattern>`` (the table's runs matching it), the
+    table itself (a shell's ``<study>/*``), or a folder with tables below it (every run of each)."""
+    path = Path(path)
+    if path.name == TABLE_NAME and path.is_file():
+        return [(path.parent / n, _extract(path) / n) for n in runs_in(path.parent)] or None
+    table = path.parent / TABLE_NAME
+    if not path.exists() and table.is_file():
+        names = [n for n in runs_in(path.parent) if fnmatch.fnmatchcase(n, path.name)] \
+            if _GLOB_CHARS.search(path.name) else [path.name] if path.name in runs_in(path.parent) else []
+        return [(path.parent / n, _extract(table) / n) for n in names] or None
+    if path.is_dir():
+        found = [(t.parent / n, _extract(t) / n) for t in sorted(path.rglob(TABLE_NAME)) for n in runs_in(t.parent)]
+        return found or None
+    return None
+
+
+# ----------------------------------------------------------------------------- command line
+
+def _check(table: Path, run_dirs: list[Path]) -> int:
+    """Every file of each run folder equals its rendering from the table; returns the number of
+    files compared, or raises naming the first difference."""
+    runs = read_table(table)
+    n = 0
+    for d in run_dirs:
+        if d.name not in runs:
+            raise ResultsTableError(f"{table}: no run {d.name} (from {d})")
+        rendered = render_run(runs[d.name])
+        on_disk = sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())
+        if sorted(rendered) != on_disk:
+            raise ResultsTableError(f"{table}: run {d.name} holds {sorted(set(rendered) ^ set(on_disk))} "
+                                    f"on one side only")
+        for rel in on_disk:
+            if rendered[rel] != (d / rel).read_text(encoding="utf-8"):
+                raise ResultsTableError(f"{table}: {d.name}/{rel} differs from {d / rel}")
+            n += 1
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m asr_pe.results_table", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_add = sub.add_parser("add", help="add or replace run folders in <study>/results.jsonl.gz")
+    p_add.add_argument("study", type=Path)
+    p_add.add_argument("runs", nargs="*", type=Path, help="run folders (default: every run folder in <study>)")
+    p_add.add_argument("--remove", action="store_true", help="delete each added run folder once the table "
+                       "holds it and renders every file of it back identically")
+    p_list = sub.add_parser("list", help="print <study>/<run> for each run in the table")
+    p_list.add_argument("study", type=Path)
+    p_list.add_argument("pattern", nargs="?", default="*")
+    p_check = sub.add_parser("check", help="compare run folders with their rows in the table")
+    p_check.add_argument("study", type=Path)
+    p_check.add_argument("runs", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "list":
+            for n in runs_in(args.study):
+                if fnmatch.fnmatchcase(n, args.pattern):
+                    print(args.study / n)
+            return 0
+        table = args.study / TABLE_NAME
+        if args.command == "check":
+            print(f"{_check(table, args.runs)} files identical")
+            return 0
+        runs = args.runs or sorted(p.parent for p in args.study.glob(f"*/{RUN_INFO}"))
+        if not runs:
+            raise ResultsTableError(f"{args.study}: no run folders (*/{RUN_INFO}) to add")
+        missing = [str(d) for d in runs if not (d / RUN_INFO).is_file()]
+        if missing:
+            raise ResultsTableError(f"not run folders (no {RUN_INFO}): {', '.join(missing)}")
+        added = add_runs(table, runs)
+        if args.remove:
+            _check(table, runs)     # the table renders each folder back before it goes
+            for d in runs:
+                shutil.rmtree(d)
+        print(f"{table}: {len(added)} run(s) added{' and their folders removed' if args.remove else ''}")
+        return 0
+    except (OSError, ValueError) as e:   # ResultsTableError, and a file that is not UTF-8 text
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""A study's archived runs in one results.jsonl.gz: nothing lost against the run folders it
+replaced, adding runs is idempotent, and the readers take the same run paths as before."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asr_pe.evaluation.buckets import write_bucket_files
+from asr_pe.evaluation.length_ratio import read_errors
+from asr_pe.plots.wer_vs_length import find_run_dirs, load_runs, read_run_info
+from asr_pe.results_table import (TABLE_NAME, add_runs, locate, logical_path, read_table, render_run, runs_in,
+                                  table_rows)
+
+REPO = Path(__file__).resolve().parents[1]
+STUDY = REPO / "recipes" / "synth" / "study"
+TABLES = sorted(STUDY.rglob(TABLE_NAME))
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    # the tables of these tests are written out below the test's folder, not the user's cache
+    monkeypatch.setenv("ASR_PE_CACHE", str(tmp_path / "cache"))
+
+
+def _git(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, check=True, **kw)
+
+
+def _folders_before_the_table(study: Path) -> tuple[str, dict[str, bytes]]:
+    """(commit, path inside the study -> bytes) of the run folders the commit that removed them
+    held: the parent of the last commit that deleted a ``<study>/*/run_info.json`` (run folders
+    folded in later are checked against the commit before their own removal)."""
+    rel = study.relative_to(REPO).as_posix()
+    removed = _git("log", "-1", "--format=%H", "--diff-filter=D", "--", f"{rel}/*/run_info.json",
+                   text=True).stdout.strip()
+    if not removed:
+        pytest.skip(f"no commit in this clone removed the run folders of {rel}")
+    before = f"{removed}^"
+    try:
+        names = _git("ls-tree", "-r", "--name-only", before, "--", f"{rel}/", text=True).stdout.split()
+    except subprocess.CalledProcessError:
+        pytest.skip(f"{before} is not in this clone (shallow?)")
+    runs = {n.split("/")[-2] for n in names if n.endswith("/run_info.json") and n.count("/") == rel.count("/") + 2}
+    paths = [n for n in names if n[len(rel) + 1:].split("/")[0] in runs]
+    batch = _git("cat-file", "--batch", input="".join(f"{before}:{p}\n" for p in paths).encode()).stdout
+    out, pos = {}, 0
+    for p in paths:                     # "<sha> blob <size>\n<content>\n" per path
+        header_end = batch.index(b"\n", pos)
+        size = int(batch[pos:header_end].split()[2])
+        out[p[len(rel) + 1:]] = batch[header_end + 1: header_end + 1 + size]
+        pos = header_end + 2 + size
+    return before, out
+
+
+@pytest.mark.skipif(not (REPO / ".git").exists(), reason="not a git work tree")
+@pytest.mark.parametrize("table", TABLES, ids=[str(t.parent.relative_to(STUDY)) for t in TABLES])
+def test_the_table_holds_every_file_of_the_run_folders_it_replaced(table):
+    commit, files = _folders_before_the_table(table.parent)
+    runs = read_table(table)
+    rendered = {f"{run}/{rel}": text.encode("utf-8") for run, rows in runs.items()
+                for rel, text in render_run(rows).items()}
+    assert files, f"no run files at {commit}"
+    missing = sorted(set(files) - set(rendered))
+    assert not missing, f"{len(missing)} file(s) of {commit} not in {table}: {missing[:3]}"
+    differing = [p for p in files if rendered[p] != files[p]]
+    assert not differing, f"{len(differing)} file(s) differ from {commit}: {differing[:3]}"
+    # and the table is data, not text blobs: per-utterance and bucket rows as columns
+    kinds = {row["kind"] for rows in runs.values() for row in rows}
+    assert {"utt", "bucket", "json"} <= kinds
+
+
+def _run(root: Path, name: str, cer: float, *, remedy: bool = False) -> Path:
+    run = root / name
+    row = {"bucket": "0-2", "lo": 0.0, "hi": 2.0, "utterances": 2, "mean_duration": 1.5, "ref_words": 20,
+           "errors": 5, "sub": 5, "del": 0, "ins": 0, "wer": 25.0, "wer_ci_low": float("nan"),
+           "wer_ci_high": 30.0, "ref_chars": 100, "char_errors": int(cer), "cer": cer,
+           "cer_ci_low": cer - 1, "cer_ci_high": cer + 1}
+    for folder, meta in [("test", {"test_set": "test", "decode": {"method": "greedy"}})] + (
+            [("test_window", {"test_set": "test", "remedy": "window"})] if remedy else []):
+        write_bucket_files([row], run / "eval" / folder, meta=meta)
+        (run / "eval" / folder / "per_utt.jsonl").write_text(
+            "".join(json.dumps({"id": f"u{i}", "duration": 1.0 + i / 3, "ref": "a b", "hyp": "a c",
+                                "errors": i, "ref_words": 2, "char_errors": i, "ref_chars": 3}) + "\n"
+                    for i in range(2)))
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    (run / "config.yaml").write_text("pe: rope\nseed: 0\n")
+    (run / "run_info.json").write_text(json.dumps({"pe": name.split("_")[0], "loss": "ctc", "seed": 0,
+                                                   "label": f"{name.split('_')[0]}/ctc"}, indent=2))
+    return run
+
+
+def test_adding_runs_keeps_the_archive_files_and_is_idempotent(tmp_path):
+    live = tmp_path / "live"
+    a, b = _run(live, "rope_ctc_s0", 7.0, remedy=True), _run(live, "none_ctc_s0", 12.0)
+    table = tmp_path / "study" / TABLE_NAME
+    add_runs(table, [a])
+    first = table.read_bytes()
+    add_runs(table, [a])
+    assert table.read_bytes() == first                      # the same run again: the same bytes
+    add_runs(table, [b])
+    assert runs_in(table.parent) == ["none_ctc_s0", "rope_ctc_s0"]
+    rope = render_run(read_table(table)["rope_ctc_s0"])
+    # no checkpoints, and the remedy folder keeps its bucket tables without per-utterance scores
+    assert sorted(rope) == ["config.yaml", "eval/test/buckets.csv", "eval/test/buckets.meta.json",
+                            "eval/test/per_utt.jsonl", "eval/test_window/buckets.csv",
+                            "eval/test_window/buckets.meta.json", "run_info.json"]
+    assert all(rope[rel] == (a / rel).read_text() for rel in rope)
+    utt = [r for r in read_table(table)["rope_ctc_s0"] if r["kind"] == "utt"]
+    assert [(r["set"], r["suffix"], r["id"], r["errors"]) for r in utt] == [("test", "", "u0", 0), ("test", "", "u1", 1)]
+    buckets = [r for r in read_table(table)["rope_ctc_s0"] if r["kind"] == "bucket"]
+    assert {r["suffix"] for r in buckets} == {"", "_window"} and buckets[0]["cer"] == 7.0
+    # a run evaluated again replaces its rows
+    (a / "eval" / "test" / "per_utt.jsonl").write_text('{"id": "u9", "duration": 2.5}\n')
+    add_runs(table, [a])
+    assert render_run(read_table(table)["rope_ctc_s0"])["eval/test/per_utt.jsonl"] == '{"id": "u9", "duration": 2.5}\n'
+    # readable with plain gzip + json (what pandas.read_json(..., lines=True) reads)
+    with gzip.open(table, "rt") as f:
+        assert {json.loads(line)["run"] for line in f} == {"none_ctc_s0", "rope_ctc_s0"}
+
+
+def test_numbers_are_stored_as_numbers_and_a_file_that_would_not_round_trip_as_text():
+    files = {"eval/test/buckets.csv": "bucket,lo,cer\n0-2,0,1.50\nall,0,nan\n",   # "%.2f" column, "nan" cell
+             "attention_stats/attention_stats.csv": "a,b\r\n1,2\r\n",          # not the writer's line ends
+             "eval/test/per_utt.jsonl": '{"id":"u0"}\n',                         # not json.dumps' spacing
+             "run_info.json": '{"b": 1, "a": 2}'}                                 # unsorted, no newline
+    rows = table_rows("r", files)
+    by_path = {}
+    for r in rows:
+        by_path.setdefault(r["path"], []).append(r)
+    assert [r["kind"] for r in by_path["eval/test/buckets.csv"]] == ["csv_header", "bucket", "bucket"]
+    assert [(r["lo"], r["cer"]) for r in by_path["eval/test/buckets.csv"][1:]] == [(0, 1.5), (0, "nan")]
+    assert [r["kind"] for p, rs in by_path.items() if p != "eval/test/buckets.csv" for r in rs] == ["text"] * 3
+    assert render_run(rows) == files
+
+
+def test_readers_take_the_run_paths_of_archived_runs(tmp_path, monkeypatch):
+    live = tmp_path / "live"
+    runs = [_run(live, "rope_ctc_s0", 7.0), _run(live, "rope_ctc_s1", 5.0), _run(live, "none_ctc_s0", 12.0)]
+    study = tmp_path / "study"
+    add_runs(study / TABLE_NAME, runs[:2])
+    fresh = _run(study, "zzz_ctc_s0", 9.0)                      # a fresh run folder beside the table
+    monkeypatch.chdir(tmp_path)
+    # a run path, a pattern (an unmatched shell glob), the table itself, a folder searched below
+    by_path = find_run_dirs(["study/rope_ctc_s1"])
+    assert [logical_path(p) for p in by_path] == [study.resolve() / "rope_ctc_s1"]
+    assert read_run_info(Path("study/rope_ctc_s1"))["pe"] == "rope"
+    assert [p.name for p in find_run_dirs(["study/rope_ctc_s*"])] == ["rope_ctc_s0", "rope_ctc_s1"]
+    assert [p.name for p in find_run_dirs([f"study/{TABLE_NAME}"])] == ["rope_ctc_s0", "rope_ctc_s1"]
+    assert [p.name for p in find_run_dirs(["study"])] == ["rope_ctc_s0", "rope_ctc_s1", "zzz_ctc_s0"]
+    assert find_run_dirs([fresh]) == [fresh.resolve()]          # read in place, as before
+    loaded, _ = load_runs(["study/rope_ctc_s*"], "test")
+    assert [r.rows[0]["cer"] for r in loaded] == [7.0, 5.0]
+    # a path inside an archived run, for the readers that take a set folder
+    ids, errors, _ = read_errors("study/rope_ctc_s0/eval/test")
+    assert ids == ["u0", "u1"] and list(errors) == [0.0, 1.0]
+    assert read_errors(live / "rope_ctc_s0" / "eval" / "test")[0] == ids
+    assert locate("study/nope_ctc_s0/eval") == Path("study/nope_ctc_s0/eval")   # not archived: unchanged
+    with pytest.raises(FileNotFoundError, match="study/nope"):
+        find_run_dirs(["study/nope_ctc_s0"])
+
+
+def test_the_command_line_adds_lists_and_refuses_what_is_no_run(tmp_path):
+    a = _run(tmp_path / "archive_folders", "rope_ctc_s0", 7.0)
+    (a / "checkpoints" / "last.ckpt").unlink()
+    (a / "checkpoints").rmdir()
+    (a / "eval" / "test" / "buckets.md").unlink()          # an archive folder: the archived files only
+    study = tmp_path / "archive_folders"
+    cli = [sys.executable, "-m", "asr_pe.results_table"]
+    env_kw = dict(cwd=REPO, capture_output=True, text=True)
+    bad = subprocess.run([*cli, "add", str(study), str(tmp_path / "nope")], **env_kw)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: not run folders") and "Traceback" not in bad.stderr
+    assert not (study / TABLE_NAME).exists()
+    ok = subprocess.run([*cli, "add", str(study), "--remove"], **env_kw)     # every run folder in it
+    assert ok.returncode == 0, ok.stderr
+    assert not a.exists() and [p.name for p in study.iterdir()] == [TABLE_NAME]
+    listed = subprocess.run([*cli, "list", str(study)], **env_kw).stdout.split()
+    assert listed == [str(study / "rope_ctc_s0")]
+    # a run archived later as a folder beside the table (a background job's seeds) is folded in
+    c = _run(study, "rope_ctc_s2", 6.0)
+    shutil.rmtree(c / "checkpoints")
+    (c / "eval" / "test" / "buckets.md").unlink()
+    folded = subprocess.run([*cli, "add", str(study), "--remove"], **env_kw)
+    assert folded.returncode == 0, folded.stderr
+    assert runs_in(study) == ["rope_ctc_s0", "rope_ctc_s2"] and not c.exists()
+    # a folder with files the archive does not keep is not removed (it would lose them)
+    b = _run(tmp_path / "live", "none_ctc_s0", 12.0)
+    kept = subprocess.run([*cli, "add", str(study), str(b), "--remove"], **env_kw)
+    assert kept.returncode == 2 and "checkpoints/last.ckpt" in kept.stderr and b.exists()
+
+
+def test_a_table_is_written_out_once_per_version(tmp_path):
+    live = tmp_path / "live"
+    study = tmp_path / "study"
+    add_runs(study / TABLE_NAME, [_run(live, "rope_ctc_s0", 7.0)])
+    first = locate(study / "rope_ctc_s0")
+    assert first != study / "rope_ctc_s0" and logical_path(first) == (study / "rope_ctc_s0").resolve()
+    entries = sorted(p.name for p in (tmp_path / "cache" / "results").iterdir())
+    # another process finds the same folder written; a changed table replaces it
+    again = subprocess.run([sys.executable, "-c", "import sys; from asr_pe.results_table import locate; "
+                            f"print(locate(sys.argv[1]))", str(study / "rope_ctc_s0")],
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    assert again == str(first)
+    add_runs(study / TABLE_NAME, [_run(live, "none_ctc_s0", 12.0)])
+    assert runs_in(study) == ["none_ctc_s0", "rope_ctc_s0"]
+    now = sorted(p.name for p in (tmp_path / "cache" / "results").iterdir())
+    assert len(now) == 1 and now != entries
