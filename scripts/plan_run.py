@@ -34,7 +34,6 @@ def parse_args(argv=None):
     p.add_argument("--pes", nargs="+", default=PES, help=f"PEs (conf/pe/); default: {' '.join(PES)}")
     p.add_argument("--extra", nargs="*", default=[], help="Hydra overrides, e.g. data.max_batch_seconds=300")
     p.add_argument("--layers", nargs=2, type=int, default=[1, 2], help="the two layer counts measured")
-    p.add_argument("--utterances", nargs=2, type=int, default=[1, 2], help="the two batch sizes measured")
     p.add_argument("--no-checkpoint", dest="checkpoint", action="store_false", help="skip the checkpoint size")
     p.add_argument("--checkpoint-dir", default=None, help="where the checkpoint is written and removed (default: temp)")
     p.add_argument("--device", default="cpu", help="cpu | cuda")
@@ -45,8 +44,8 @@ def parse_args(argv=None):
     p.add_argument("--out", default="bench_results", help="folder for the CSV and markdown (empty: none)")
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    if args.layers[0] >= args.layers[1] or args.utterances[0] >= args.utterances[1] or min(args.layers + args.utterances) < 1:
-        p.error("--layers and --utterances take two increasing counts >= 1")
+    if not 1 <= args.layers[0] < args.layers[1]:
+        p.error("--layers takes two increasing counts >= 1")
     return args
 
 
@@ -76,7 +75,7 @@ def main(argv=None) -> int:
     if precision == "auto":  # None: the trainer's own precision
         precision = "32-true" if args.device == "cpu" else None
     cfg = PlanConfig(experiment=args.experiment, sections=sections, layers=tuple(args.layers),
-                     utterances=tuple(args.utterances), checkpoint=args.checkpoint,
+                     checkpoint=args.checkpoint,
                      checkpoint_dir=args.checkpoint_dir, device=args.device, precision=precision,
                      out=args.out or None, argv=args.argv)
     rows = plan_rows(cfg, log=lambda m: print(m, flush=True))

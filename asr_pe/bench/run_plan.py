@@ -8,15 +8,18 @@ Used by ``scripts/plan_run.py`` for the recipes' "Plan the run" tables. Per PE:
   (``exp_avg``, ``exp_avg_sq``, as ``ASRModule.configure_optimizers`` sets it up), saved with
   ``torch.save`` and its bytes read from disk; Lightning adds a few KB of loop and callback state;
 * **training-step memory**: a 36-layer model at the full batch does not fit a development
-  machine, so the step is measured on models of the full width with few layers and few
-  utterances of the longest training length (``data.train_max_duration``), in train mode
-  (dropout on): the peak memory of forward + CTC loss + backward, less the gradients (counted
-  apart), is the activation memory. Both the number of layers and of utterances enter it
-  linearly (identical layers; utterances independent), so two layer counts give the per-layer
-  share and a second utterance count checks the batch is linear. The configured batch is then
+  machine, so the step is measured on models of the full width with few layers and one
+  utterance of the longest training length (``data.train_max_duration``), in train mode
+  (dropout on). Its activation memory is the bytes of the tensors autograd saves for the
+  backward (`SavedTensors`: exact, unlike a peak of the resident set, which is reported beside
+  it). Layers and utterances enter it linearly (identical layers; utterances independent), so
+  two layer counts give the per-layer share; the per-layer share measured again at half the
+  length splits it into a part growing with T and one growing with T^2 (the stored attention
+  scores, which fused GPU kernels do not keep). The configured batch is then
   ``floor(max_batch_seconds / train_max_duration)`` utterances of the longest length: the
   duration-bucket sampler fills a batch with utterances of similar length, and the longest ones
-  hold the most attention memory per second (T x T per utterance);
+  hold the most attention memory per second (T x T per utterance). The step's memory is that
+  plus 16 bytes per parameter (fp32 weights and gradients, two AdamW moments);
 * **FLOPs per step**: ``torch.utils.flop_counter.FlopCounterMode`` on the same small models,
   extrapolated the same way.
 
@@ -29,6 +32,7 @@ sections as plain mappings.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -62,7 +66,6 @@ class PlanConfig:
     experiment: str
     sections: Mapping[str, Mapping[str, Any]]           # pe -> composed config sections
     layers: tuple[int, int] = (1, 2)                    # the two layer counts measured
-    utterances: tuple[int, int] = (1, 2)                # the two batch sizes measured (at layers[1])
     checkpoint: bool = True                             # save and weigh the full model's checkpoint
     checkpoint_dir: str | None = None                   # default: the system's temporary folder
     device: str = "cpu"
@@ -81,9 +84,9 @@ class PlanRow:
     batch_utterances: int
     checkpoint_bytes: int | None
     state_bytes: int                  # fp32 weights + gradients + two AdamW moments
-    act_mib_per_layer_utt: float      # measured slope: activation MiB per layer and utterance
+    act_mib_per_layer_utt: float      # saved-tensor MiB per layer and utterance (measured slope)
     act_mib_rest_per_utt: float       # front end, CTC head, loss per utterance (intercept)
-    batch_linearity: float            # measured(u2) / predicted-from-u1 at layers[1]; 1.0 = linear
+    quadratic_share: float            # share of act_mib_per_layer_utt growing with T^2 (from T and T/2)
     activation_bytes: int             # extrapolated to the full model and batch
     step_bytes: int                   # state + activations
     tflop_per_step: float             # forward + backward, extrapolated
@@ -122,8 +125,31 @@ def _autocast(precision: str, device: torch.device):
     return torch.autocast(device.type, enabled=False)
 
 
-def _step(model, batch: dict, precision: str, device: torch.device) -> None:
-    with _autocast(precision, device):
+class SavedTensors:
+    """Bytes of the tensors autograd keeps for the backward, counted once per storage and
+    without the parameters: the activation memory of a step, exactly and on any device (a
+    peak of the resident set adds the allocator's and other threads' noise to it)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self._params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        self._seen: dict[int, int] = {}
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in self._params:
+            self._seen[storage.data_ptr()] = max(self._seen.get(storage.data_ptr(), 0), storage.nbytes())
+        return t
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self._seen.values())
+
+
+def _step(model, batch: dict, precision: str, device: torch.device, saved: SavedTensors | None = None) -> None:
+    with _autocast(precision, device), (saved.hooks() if saved is not None else contextlib.nullcontext()):
         enc, enc_lengths = model.encode(batch["features"], batch["feature_lengths"])
         loss, _ = ctc_loss(model.ctc_log_probs(enc), enc_lengths, batch["tokens"], batch["token_lengths"], blank=0)
     loss.backward()
@@ -131,8 +157,8 @@ def _step(model, batch: dict, precision: str, device: torch.device) -> None:
 
 def _measure_small(sections, n_layers: int, n_utts: int, seconds: float, precision: str,
                    vocab: int, device: torch.device, warm_up: bool = False) -> dict:
-    """Activation MiB and FLOPs of one training step of a small model of the full width, both
-    from the same step (the FLOP counter only counts; it keeps no tensor alive)."""
+    """Saved-tensor bytes, peak memory and FLOPs of one training step of a small model of the
+    full width, all from the same step (the counters keep no tensor alive)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     model = _model(sections, n_layers, vocab).to(device).train()
@@ -141,13 +167,13 @@ def _measure_small(sections, n_layers: int, n_utts: int, seconds: float, precisi
         _step(model, batch, precision, device)
         model.zero_grad(set_to_none=True)
     trim_heap()
-    counter = FlopCounterMode(display=False)
+    counter, saved = FlopCounterMode(display=False), SavedTensors(model)
     with counter, PeakMemory(device) as pm:
-        _step(model, batch, precision, device)
+        _step(model, batch, precision, device, saved)
     grad_mib = sum(p.numel() * p.element_size() for p in model.parameters()) / MiB
     out = {"layers": n_layers, "utterances": n_utts, "utterance_s": seconds,
-           "peak_mib": round(pm.peak_mb, 1), "grad_mib": round(grad_mib, 1),
-           "activation_mib": round(pm.peak_mb - grad_mib, 1), "tflop": counter.get_total_flops() / 1e12}
+           "saved_mib": round(saved.nbytes / MiB, 2), "peak_mib": round(pm.peak_mb, 1),
+           "grad_mib": round(grad_mib, 1), "tflop": counter.get_total_flops() / 1e12}
     del model, batch
     trim_heap()
     return out
@@ -192,28 +218,31 @@ def measure_pe(cfg: PlanConfig, pe: str, log: Callable[[str], None] = print) -> 
     del full
     trim_heap()
 
-    (l1, l2), (u1, u2) = cfg.layers, cfg.utterances
+    l1, l2 = cfg.layers
     runs = []
-    for i, (n_l, n_u) in enumerate(((l1, u1), (l2, u1), (l2, u2))):
-        r = _measure_small(sections, n_l, n_u, seconds, precision, cfg.vocab_size, device, warm_up=i == 0)
-        log(f"{pe}: {n_l} layer(s) x {n_u} utt of {seconds:g} s: {r['activation_mib']:.0f} MiB activations, "
-            f"{r['tflop']:.3f} TFLOP")
+    plan = ((l1, seconds), (l2, seconds), (l1, seconds / 2), (l2, seconds / 2))
+    for i, (n_l, s) in enumerate(plan):
+        r = _measure_small(sections, n_l, 1, s, precision, cfg.vocab_size, device, warm_up=i == 0)
+        log(f"{pe}: {n_l} layer(s), one utterance of {s:g} s: {r['saved_mib']:.0f} MiB saved for the backward "
+            f"(peak {r['peak_mib']:.0f} MiB), {r['tflop']:.3f} TFLOP")
         runs.append(r)
-    a11, a21, a22 = (r["activation_mib"] for r in runs)
-    per_layer_utt = (a21 - a11) / (l2 - l1) / u1
-    rest_per_utt = a11 / u1 - per_layer_utt * l1
-    linearity = a22 / (a21 * u2 / u1) if a21 > 0 else float("nan")
-    f11, f21 = runs[0]["tflop"], runs[1]["tflop"]
-    flop_layer_utt = (f21 - f11) / (l2 - l1) / u1
-    flop_rest_utt = f11 / u1 - flop_layer_utt * l1
-    act = batch_utts * (rest_per_utt + n_layers * per_layer_utt) * MiB
+    (a1, a2, h1, h2), (f1, f2) = (r["saved_mib"] for r in runs), (runs[0]["tflop"], runs[1]["tflop"])
+    per_layer = (a2 - a1) / (l2 - l1)              # MiB per layer and utterance of the full length
+    rest = a1 - per_layer * l1                     # front end, CTC head and loss per utterance
+    # per layer, A(T) = a T + b T^2, so b T^2 = 2 (A(T) - 2 A(T/2)): the share growing with T^2 is
+    # the attention scores, probabilities and dropout masks (fused attention kernels keep none)
+    per_layer_half = (h2 - h1) / (l2 - l1)
+    quad_share = 2 * (per_layer - 2 * per_layer_half) / per_layer if per_layer > 0 else float("nan")
+    flop_layer = f2 - f1
+    flop_rest = f1 - flop_layer * l1
+    act = batch_utts * (rest + n_layers * per_layer) * MiB
     state = params * 16  # fp32 weights and gradients, two fp32 AdamW moments
     return PlanRow(
         pe=pe, parameters=params, layers=n_layers, utterance_s=seconds, batch_utterances=batch_utts,
-        checkpoint_bytes=ckpt, state_bytes=state, act_mib_per_layer_utt=round(per_layer_utt, 1),
-        act_mib_rest_per_utt=round(rest_per_utt, 1), batch_linearity=round(linearity, 3),
+        checkpoint_bytes=ckpt, state_bytes=state, act_mib_per_layer_utt=round(per_layer, 2),
+        act_mib_rest_per_utt=round(rest, 2), quadratic_share=round(quad_share, 3),
         activation_bytes=int(act), step_bytes=int(act + state),
-        tflop_per_step=float(f"{batch_utts * (flop_rest_utt + n_layers * flop_layer_utt):.4g}"),
+        tflop_per_step=float(f"{batch_utts * (flop_rest + n_layers * flop_layer):.4g}"),
         device=str(device), precision=precision, measured=runs,
     )
 
@@ -226,7 +255,7 @@ def plan_rows(cfg: PlanConfig, log: Callable[[str], None] = print) -> list[PlanR
 
 CSV_FIELDS = ["experiment", "pe", "device", "precision", "parameters", "layers", "utterance_s", "batch_utterances",
               "checkpoint_bytes", "state_bytes", "act_mib_per_layer_utt", "act_mib_rest_per_utt",
-              "batch_linearity", "activation_bytes", "step_bytes", "tflop_per_step"]
+              "quadratic_share", "activation_bytes", "step_bytes", "tflop_per_step"]
 
 
 def _csv(rows: list[PlanRow], experiment: str) -> str:
@@ -251,14 +280,14 @@ def markdown(rows: list[PlanRow], cfg: PlanConfig) -> str:
     if first:
         head.append(f"- training step: {first.batch_utterances} utterances of {first.utterance_s:g} s "
                     f"(the configured batch filled with the longest training utterances), "
-                    f"{first.layers} layers; measured on {cfg.layers} layers x {cfg.utterances} utterances "
-                    "and extrapolated linearly")
+                    f"{first.layers} layers; measured on {cfg.layers} layers, one utterance at the full and half "
+                    "length, and extrapolated linearly in layers and utterances")
     table = ["| pe | parameters (M) | checkpoint (GB) | weights+grads+AdamW (GB) | activations per layer "
-             "and utterance (MiB) | batch linearity | step memory (GB) | TFLOP per step |",
-             "|---|---|---|---|---|---|---|---|"]
+             "and utterance (MiB) | of which T^2 | activations (GB) | step memory (GB) | TFLOP per step |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         table.append(f"| {r.pe} | {r.parameters / 1e6:.1f} | {_gb(r.checkpoint_bytes)} | {_gb(r.state_bytes)} | "
-                     f"{r.act_mib_per_layer_utt:.0f} | {r.batch_linearity:.2f} | {_gb(r.step_bytes)} | "
+                     f"{r.act_mib_per_layer_utt:.0f} | {r.quadratic_share:.0%} | {_gb(r.activation_bytes)} | {_gb(r.step_bytes)} | "
                      f"{r.tflop_per_step:.1f} |")
     return "\n".join(head + [""] + table) + "\n"
 
