@@ -23,10 +23,11 @@ Used by ``scripts/plan_run.py`` for the recipes' "Plan the run" tables. Per PE:
 * **FLOPs per step**: ``torch.utils.flop_counter.FlopCounterMode`` on the same small models,
   extrapolated the same way.
 
-Memory on CPU is the resident set's peak (``measure.PeakMemory``), on a GPU the allocator's. The
-CPU figure is not the GPU's: attention there runs fused kernels that store no T x T
-probabilities for most PEs, and bf16 autocast halves most stored activations. The report says
-which device measured. No Lightning or Hydra here: the caller passes the composed config
+The peak of the step (``measure.PeakMemory``: the resident set on CPU, the allocator on a GPU)
+is logged beside the saved bytes. A CPU figure is not a GPU's: attention there runs fused
+kernels that store no T x T probabilities for most PEs, and bf16 autocast halves most stored
+activations (a CPU run is fp32 by default: ``scripts/plan_run.py --precision``). The report says
+which device and precision measured. No Lightning or Hydra here: the caller passes the composed config
 sections as plain mappings.
 """
 
