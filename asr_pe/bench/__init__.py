@@ -1,11 +1,14 @@
-"""Benchmarks of the positional encodings' cost, run by ``scripts/bench_attention.py``.
+"""Benchmarks of the positional encodings' cost, run by ``scripts/bench_attention.py``, and the
+cost of one training run of an experiment, run by ``scripts/plan_run.py``.
 
 * `asr_pe.bench.attention`: the options (`BenchConfig`), the train-mode timing and memory
   passes and the long-recording inference sweep, both behind `run_benchmark`;
 * `asr_pe.bench.cases`: the cases (every PE plus torchaudio's Conformer) and the cost targets;
 * `asr_pe.bench.long_worker`: one long-mode measurement, run in its own child process;
 * `asr_pe.bench.measure`: step timing (wall and process CPU time) and peak memory;
-* `asr_pe.bench.report`: the CSV and markdown files and the printed table.
+* `asr_pe.bench.report`: the CSV and markdown files and the printed table;
+* `asr_pe.bench.run_plan`: parameters, checkpoint bytes, training-step memory and FLOPs of an
+  experiment per PE at its configured batch (the recipes' "Plan the run" tables).
 
 No Lightning or Hydra here: the benchmark builds encoders and ASR models from `asr_pe.models`.
 Modules are imported on use (``python -m asr_pe.bench.long_worker`` must not find itself
