@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # runnable from a checkout without installing the package
     sys.path.insert(0, str(REPO))
 
-from asr_pe.bench.attention import ALL_PES, REFERENCE, BenchConfig, BenchError, run_benchmark  # noqa: E402,F401
+from asr_pe.bench.runner import ALL_PES, REFERENCE, BenchConfig, BenchError, run_benchmark  # noqa: E402,F401
 
 D = BenchConfig()
 

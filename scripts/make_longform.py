@@ -12,7 +12,7 @@ Usage (Hydra-style key=value arguments):
 between joined utterances hold their own background: exact zeros where the sources' pauses are
 digital silence (synthetic or gated audio), otherwise noise matched to the sources' noise floor
 (spectrum and level of their quietest frames), seeded by ``seed`` and the recording id; the
-summary counts both kinds and gives the floor levels (asr_pe/data/longform.py explains why).
+summary counts both kinds and gives the floor levels (asr_pe/data/longform_sets.py explains why).
 Audio goes next to the output manifest, in a folder named after it (``data/test_long/``)
 unless ``audio_dir`` is given. A tiny parser rather than ``@hydra.main``: this is a one-shot
 data tool, it should neither change the working directory nor write ``outputs/`` folders.
@@ -28,7 +28,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from asr_pe.data.longform import LongformError, build_longform  # noqa: E402
+from asr_pe.data.longform_sets import LongformError, build_longform  # noqa: E402
 from asr_pe.data.manifest import ManifestError, read_manifest  # noqa: E402
 
 DEFAULTS = {

@@ -2,7 +2,7 @@
 
     python -m asr_pe.bench.long_worker '<spec JSON>'     # prints one JSON line
 
-``spec`` is `asr_pe.bench.attention.long_spec`. The process builds an ASR model, encodes one
+``spec`` is `asr_pe.bench.runner.long_spec`. The process builds an ASR model, encodes one
 random recording full-context or chunked, and reports its ``ru_maxrss``: a child per run so
 that the peak is this run's alone.
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from asr_pe.bench.attention import BenchConfig
+from asr_pe.bench.runner import BenchConfig
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_attention.py"
 

@@ -10,7 +10,7 @@ import torch
 
 from asr_pe.data.audio import load_audio
 from asr_pe.data.features import FbankExtractor
-from asr_pe.data.longform import (DIGITAL_SILENCE_MIN_FRAMES, LongformError, _write_flac, build_longform,
+from asr_pe.data.longform_sets import (DIGITAL_SILENCE_MIN_FRAMES, LongformError, _write_flac, build_longform,
                                   estimate_background, plan_windows)
 from asr_pe.data.manifest import Utterance, read_manifest, write_manifest
 
