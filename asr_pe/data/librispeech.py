@@ -295,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for command in commands.values():
         command.add_argument("--parts", nargs="+", required=True, choices=LIBRISPEECH_PARTS)
-    commands["prepare"].add_argument("--num_workers", type=int, default=4)
+    commands["prepare"].add_argument("--num-workers", type=int, default=4)
     return run_corpus_cli(
         parser, argv,
         download=lambda a: download_librispeech(a.root, a.parts, a.mirror, **download_options(a)),
