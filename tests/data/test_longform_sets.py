@@ -222,8 +222,8 @@ def test_make_longform_script(tmp_path, corpus, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"error: {src}: ") and "allow_mixed_speakers" in err and len(err.splitlines()) == 1
     with pytest.raises(SystemExit) as stop:  # an unknown flag: argparse's usage error
-        mod.main([f"--input={src}", "--out", str(out)])
-    assert stop.value.code == 2 and "error: unrecognized arguments: --input" in capsys.readouterr().err
+        mod.main(["--manifest", str(src), "--out", str(out), f"in={src}"])
+    assert stop.value.code == 2 and "error: unrecognized arguments: in=" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------- joins: the sources' background

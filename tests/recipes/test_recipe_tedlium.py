@@ -281,7 +281,7 @@ def test_a_split_without_scored_speech_is_an_error_not_an_empty_manifest(build, 
     code = tedlium.main(["prepare", "--corpus-dir", str(tmp_path / "c"), "--out-dir", str(tmp_path / "m"),
                          "--splits", "dev"])
     err = capsys.readouterr().err
-    assert code == 1 and f"error: {stm_dir}: no scored segment" in err and "Traceback" not in err
+    assert code == 2 and f"error: {stm_dir}: no scored segment" in err and "Traceback" not in err
 
 
 def test_tedlium_manifests_shape_missing_and_empty(build, tmp_path):
