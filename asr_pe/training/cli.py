@@ -40,8 +40,11 @@ USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNo
 
 @contextlib.contextmanager
 def friendly_errors():
-    """Print ``error: <message>`` and exit 2 for bad input, and the `TrainingStopped` exit code (143 for
-    SIGTERM, 3 for divergence) for a training that ended early; ASR_PE_DEBUG=1 shows the traceback."""
+    """Print ``error: <message>`` and exit 2 for bad input (a required ``???`` setting not given
+    included), and the `TrainingStopped` exit code (143 for SIGTERM, 3 for divergence) for a
+    training that ended early; ASR_PE_DEBUG=1 shows the traceback.
+
+    Exiting here, inside the Hydra task, keeps Hydra from adding its "Error executing job" line."""
     try:
         yield
     except USER_ERRORS as e:
@@ -49,6 +52,11 @@ def friendly_errors():
             raise
         logging.getLogger("asr_pe").debug("user error", exc_info=True)
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except MissingMandatoryValue as e:  # a required setting (``run: ???``) not given on the command line
+        if os.environ.get("ASR_PE_DEBUG"):
+            raise
+        print(f"error: {_command_line_error(e)}", file=sys.stderr)
         sys.exit(2)
     except TrainingStopped as e:  # stopped by a signal or diverged: not bad input, its own exit code
         if os.environ.get("ASR_PE_DEBUG"):
