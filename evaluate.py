@@ -10,7 +10,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from asr_pe.training.cli import friendly_errors
+from asr_pe.training.cli import friendly_errors, run_hydra_main
 
 
 def eval_given_on_command_line(cfg: DictConfig) -> dict:
@@ -42,4 +42,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra_main(main)

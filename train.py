@@ -3,7 +3,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from asr_pe.training.cli import friendly_errors
+from asr_pe.training.cli import friendly_errors, run_hydra_main
 
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
@@ -15,4 +15,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra_main(main)

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import ConfigError
 from asr_pe.io import atomic_write_json, unwritable_reason
-from asr_pe.training.cli import friendly_errors
+from asr_pe.training.cli import friendly_errors, run_hydra_main
 
 
 @hydra.main(config_path="conf", config_name="transcribe", version_base="1.3")
@@ -59,4 +59,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra_main(main)

@@ -1,6 +1,7 @@
 # Sourced by the recipes' run.sh after $repo is set: picks the Python that runs the toolkit and
 # checks that it has the toolkit's packages, so a wrong interpreter fails here with one line
-# instead of a ModuleNotFoundError traceback from deep inside a stage.
+# instead of a ModuleNotFoundError traceback from deep inside a stage; then puts $repo first on
+# PYTHONPATH.
 #   $PYTHON if set; else the repository's venv (made by `make install`) if it exists; else python.
 if [ -z "${PYTHON:-}" ]; then
   if [ -x "$repo/.venv/bin/python" ]; then PYTHON="$repo/.venv/bin/python"; else PYTHON=python; fi
@@ -19,3 +20,6 @@ if [ -n "$python_missing" ]; then
 fi
 unset python_missing
 export PYTHON
+# The stages run this checkout's scripts, so they import this checkout's package, whatever else
+# the interpreter has installed (`make install` installs this checkout editable: the same code).
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"

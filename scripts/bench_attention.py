@@ -14,13 +14,8 @@ recording, full-context and/or chunked, a child process per row. Both print a ta
 
 import argparse
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # runnable from a checkout without installing the package
-    sys.path.insert(0, str(REPO))
-
-from asr_pe.bench.attention import ALL_PES, REFERENCE, BenchConfig, BenchError, run_benchmark  # noqa: E402,F401
+from asr_pe.bench.runner import ALL_PES, BenchConfig, BenchError, run_benchmark
 
 D = BenchConfig()
 
@@ -50,7 +45,6 @@ def parse_args(argv=None):
     p.add_argument("--device", default=D.device, help="cpu | cuda | auto")
     p.add_argument("--out", default=D.out, help="folder for the CSV and markdown files")
     p.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition (for the test suite)")
-    p.add_argument("--long-worker", help=argparse.SUPPRESS)  # older spelling of python -m asr_pe.bench.long_worker
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in the markdown
     unknown = [pe for pe in args.pes if pe not in ALL_PES]
@@ -61,11 +55,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.long_worker:
-        from asr_pe.bench.long_worker import main as worker_main
-
-        return worker_main([args.long_worker])
-    cfg = BenchConfig(**{k: v for k, v in vars(args).items() if k not in ("smoke", "long_worker")})
+    cfg = BenchConfig(**{k: v for k, v in vars(args).items() if k != "smoke"})
     try:
         run_benchmark(cfg.smoke() if args.smoke else cfg)
     except BenchError as e:

@@ -1,58 +1,45 @@
-#!/usr/bin/env python
 """Evaluate a trained run on the synthetic length ladder; choose inference settings on its dev pool.
 
-    python scripts/evaluate_ladder.py --run runs/synth_study/rope_ctc_s0 [--ladder DIR] \\
-        [--candidates window:2.5 window:5 window:10 rope_ntk rope_ntk@10 rope_yarn chunked:20:4] \\
-        [--select-variant nogap] [--select-min-rung 10] [--device cpu] [--n-boot 1000]
+    python scripts/evaluate_ladder.py run=runs/synth_study/rope_ctc_s0 [ladder=DIR] \\
+        [candidates=[window:2.5,window:5,window:10,rope_ntk,rope_ntk@10,rope_yarn,chunked:20:4]] \\
+        [select_variant=nogap] [select_min_rung=10] [device=cpu] [n_boot=1000] [checkpoint=best|last]
 
-Without --ladder the default ladder is built (or reused) in the cache (python -m
+Without ``ladder`` the default ladder is built (or reused) in the cache (python -m
 asr_pe.data.synth.ladder). Writes <run>/eval/<ladder set>[<suffix>]/ for every set decoded and
-<run>/eval/ladder/{report.md,choice.json} (asr_pe/training/ladder_eval.py).
+<run>/eval/ladder/{report.md,choice.json} (asr_pe/training/ladder_eval.py). Every option:
+conf/evaluate_ladder.yaml.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import hydra
+from omegaconf import DictConfig
+
+from asr_pe.errors import ConfigError
+from asr_pe.training.cli import friendly_errors, run_hydra_main
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", required=True, help="the trained run directory")
-    parser.add_argument("--ladder", default=None, help="a built ladder folder (default: build or reuse the default)")
-    parser.add_argument("--candidates", nargs="*", default=[],
-                        help="inference settings to choose from on dev: eval.remedy strings, <remedy>@<training length s> "
-                             "(the length the RoPE rescalings' factor divides by), or chunked:<chunk_s>:<overlap_s>")
-    parser.add_argument("--select-variant", default="nogap", help="the join variant the choice is made on")
-    parser.add_argument("--select-min-rung", type=float, default=0.0, help="only rungs at least this long count")
-    parser.add_argument("--device", default=None, help="auto | cpu | cuda[:N] (default: the run's eval.device)")
-    parser.add_argument("--n-boot", type=int, default=1000)
-    parser.add_argument("--checkpoint", default=None, help="best | last (default: the run's)")
-    args = parser.parse_args(argv)
+@hydra.main(config_path="../conf", config_name="evaluate_ladder", version_base="1.3")
+def main(cfg: DictConfig) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if not (Path(args.run) / "config.yaml").is_file():     # before the heavy imports: a typo fails fast
-        print(f"error: {args.run}: not a run directory (no config.yaml)", file=sys.stderr)
-        return 2
-    from asr_pe.data.synth.ladder import LadderError, build_ladder
-    from asr_pe.training.cli import friendly_errors
-    from asr_pe.training.evaluate import EvalSettingsError
-    from asr_pe.training.ladder_eval import evaluate_ladder
     with friendly_errors():
+        if not (Path(cfg.run) / "config.yaml").is_file():  # before the heavy imports: a typo fails fast
+            raise ConfigError(f"run={cfg.run}: not a run directory (no config.yaml)")
+        from asr_pe.data.synth.ladder import LadderError, build_ladder
+        from asr_pe.training.ladder_eval import evaluate_ladder
+
         try:
-            ladder = args.ladder or build_ladder()
-            choice = evaluate_ladder(args.run, ladder, candidates=args.candidates,
-                                     select_variant=args.select_variant, select_min_rung=args.select_min_rung,
-                                     device=args.device, n_boot=args.n_boot, checkpoint=args.checkpoint)
-        except (EvalSettingsError, LadderError, KeyError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-    print(f"chosen on dev: {choice['chosen']}; report: {Path(args.run) / 'eval' / 'ladder' / 'report.md'}")
-    return 0
+            ladder = cfg.ladder or build_ladder()
+            choice = evaluate_ladder(cfg.run, ladder, candidates=[str(c) for c in cfg.candidates],
+                                     select_variant=cfg.select_variant, select_min_rung=float(cfg.select_min_rung),
+                                     device=cfg.device, n_boot=int(cfg.n_boot), checkpoint=cfg.checkpoint)
+        except (LadderError, KeyError) as e:  # EvalSettingsError: friendly_errors
+            raise ConfigError(str(e)) from None
+    print(f"chosen on dev: {choice['chosen']}; report: {Path(cfg.run) / 'eval' / 'ladder' / 'report.md'}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_hydra_main(main)

@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from asr_pe.evaluation.in_context import InContextError  # noqa: E402
-from asr_pe.io import atomic_write_text  # noqa: E402
-from asr_pe.plots.in_context_table import in_context_table  # noqa: E402
-from asr_pe.plots.wer_vs_length import RunDirError  # noqa: E402
+from asr_pe.evaluation.in_context import InContextError
+from asr_pe.io import atomic_write_text
+from asr_pe.plots.in_context_table import in_context_table
+from asr_pe.plots.wer_vs_length import RunDirError
 
 HEADER = """# In-context ratio of the length study
 
@@ -59,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                                 ref_bucket=None if args.ref == "none" else args.ref, metric=args.metric,
                                 n_boot=args.n_boot)
     except (RunDirError, FileNotFoundError, InContextError, ValueError) as e:
-        print(f"in_context_table: {e}", file=sys.stderr)
-        return 1
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(text, end="")
     if args.out:
         command = "python scripts/in_context_table.py " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -14,12 +14,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from asr_pe.plots.corpus_figure import plot_corpus_figure  # noqa: E402
-from asr_pe.plots.wer_vs_length import METRICS, RunDirError  # noqa: E402
+from asr_pe.plots.corpus_figure import plot_corpus_figure
+from asr_pe.plots.wer_vs_length import METRICS, RunDirError
 
 
 def main(argv: list[str] | None = None) -> int:

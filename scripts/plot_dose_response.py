@@ -16,13 +16,11 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from asr_pe.data.synth.ladder import ladder_sets  # noqa: E402
-from asr_pe.evaluation.in_context import InContextError  # noqa: E402
-from asr_pe.io import atomic_write_text  # noqa: E402
-from asr_pe.plots.dose_response import dose_response_markdown, ladder_series, plot_dose_response  # noqa: E402
-from asr_pe.plots.wer_vs_length import RunDirError  # noqa: E402
+from asr_pe.data.synth.ladder import ladder_sets
+from asr_pe.evaluation.in_context import InContextError
+from asr_pe.io import atomic_write_text
+from asr_pe.plots.dose_response import dose_response_markdown, ladder_series, plot_dose_response
+from asr_pe.plots.wer_vs_length import RunDirError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         series = ladder_series(args.runs, ladder_sets(args.ladder), pool=args.pool, suffix=args.suffix,
                                n_boot=args.n_boot)
     except (RunDirError, FileNotFoundError, InContextError, KeyError, ValueError) as e:
-        print(f"plot_dose_response: {e}", file=sys.stderr)
-        return 1
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"dose_response_{args.pool}{args.suffix}"

@@ -1,30 +1,28 @@
 #!/usr/bin/env python
 """Diagnostic plots of one positional encoding (PNG, matplotlib Agg).
 
-    python scripts/plot_pe.py pe=<name> [out=<dir>] [T=200] [d_model=144] [n_heads=4]
-        [frame_shift_s=0.04] [seed=0] [draws=5] [<pe option>=<value> …]
+    python scripts/plot_pe.py <pe> [--out DIR] [--length 200] [--d-model 144] [--n-heads 4]
+        [--frame-shift-s 0.04] [--seed 0] [--draws 5] [--option KEY=VALUE ...]
 
 ``pe`` is a registered name (``rope``), a combination (``cape+rope``) or the name of a
-``conf/pe/<name>.yaml`` file (its options are used, e.g. ``pe=sinusoidal_sqrtd``). Any
-other ``key=value`` is an option of the PE (values parsed as Python/YAML literals:
-``max_distance=64``, ``causal=true``). Parameters are the initial ones (seed ``seed``).
-Writes into ``out`` (default ``plots/pe/<pe>``) and prints the paths; see
-asr_pe/plots/pe_diagnostics.py for what each figure shows.
+``conf/pe/<name>.yaml`` file (its options are used, e.g. ``sinusoidal_sqrtd``). ``--option``
+sets an option of the PE (values parsed as Python/YAML literals: ``--option max_distance=64
+--option causal=true``). Parameters are the initial ones (seed ``--seed``). Writes into
+``--out`` (default ``plots/pe/<pe>``) and prints the paths; see asr_pe/plots/pe_diagnostics.py
+for what each figure shows.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from asr_pe.models.positional import UnknownPEError, available_pes
+from asr_pe.plots.pe_diagnostics import DiagnosticsError, plot_pe
 
-from asr_pe.models.positional import UnknownPEError, available_pes  # noqa: E402
-from asr_pe.plots.pe_diagnostics import DiagnosticsError, plot_pe  # noqa: E402
-
-INT_KEYS = {"T": "T", "d_model": "d_model", "n_heads": "n_heads", "seed": "seed", "draws": "n_draws"}
+ROOT = Path(__file__).resolve().parents[1]  # conf/pe/ of this checkout
 LITERALS = {"true": True, "false": False, "null": None, "none": None}
 
 
@@ -37,27 +35,28 @@ def parse_value(text: str):
         return text
 
 
-def parse_args(argv: list[str]) -> dict:
-    args: dict = {"options": {}}
-    for item in argv:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"arguments are key=value, got {item!r}")
-        if key == "pe":
-            args["pe"] = value
-        elif key == "out":
-            args["out"] = value
-        elif key in INT_KEYS:
-            try:
-                args[INT_KEYS[key]] = int(value)
-            except ValueError:
-                raise ValueError(f"{key} must be an integer, got {value!r}") from None
-        elif key == "frame_shift_s":
-            args["frame_shift_s"] = float(value)
-        else:
-            args["options"][key] = parse_value(value)
-    if "pe" not in args:
-        raise ValueError("missing pe=<name>")
+def pe_option(text: str) -> tuple[str, object]:
+    """``--option KEY=VALUE``: one option of the PE, its value a literal."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, parse_value(value)
+
+
+def parse_args(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("pe", help="a registered PE, a combination (cape+rope) or a conf/pe/<name>.yaml name")
+    p.add_argument("--out", default=None, help="output folder (default plots/pe/<pe>)")
+    p.add_argument("--length", dest="T", type=int, default=None, help="positions drawn (default 200)")
+    p.add_argument("--d-model", type=int, default=None, help="model width (default 144)")
+    p.add_argument("--n-heads", type=int, default=None, help="attention heads (default 4)")
+    p.add_argument("--frame-shift-s", type=float, default=None, help="seconds per position (default 0.04)")
+    p.add_argument("--seed", type=int, default=None, help="initial parameters' seed (default 0)")
+    p.add_argument("--draws", dest="n_draws", type=int, default=None, help="random draws shown (default 5)")
+    p.add_argument("--option", type=pe_option, action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the PE (repeatable)")
+    args = {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}
+    args["options"] = dict(args.pop("option"))
     return args
 
 
@@ -75,19 +74,14 @@ def resolve_spec(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        args = parse_args(argv)
-    except ValueError as e:
-        print(f"plot_pe: {e}\n{__doc__}", file=sys.stderr)
-        return 2
+    args = parse_args(argv)
     name = args.pop("pe")
     out = args.pop("out", str(Path("plots") / "pe" / name))
     options = args.pop("options")
     if name == "rem" and "rem" not in available_pes()["attention"]:
-        print("plot_pe: pe 'rem' is not registered: asr_pe/models/positional/rem.py is missing, so there "
+        print("error: pe 'rem' is not registered: asr_pe/models/positional/rem.py is missing, so there "
               "are no REM kernels to draw", file=sys.stderr)
-        return 1
+        return 2
     try:
         spec = resolve_spec(name)
         if isinstance(spec, dict) and options:
@@ -98,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             options = {}
         paths = plot_pe(spec, out, **args, **options)
     except (UnknownPEError, DiagnosticsError, ValueError) as e:
-        print(f"plot_pe: {e}", file=sys.stderr)
-        return 1
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for p in paths:
         print(p)
     return 0

@@ -18,12 +18,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from asr_pe.plots.length_figures import make_study_figures  # noqa: E402
-from asr_pe.plots.wer_vs_length import METRICS, RunDirError  # noqa: E402
+from asr_pe.plots.length_figures import make_study_figures
+from asr_pe.plots.wer_vs_length import METRICS, RunDirError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                                    short_set=args.short, long_set=args.long, ref_bucket=args.ref,
                                    parts_path=args.parts)
     except (RunDirError, FileNotFoundError, ValueError) as e:
-        print(f"plot_study_figures: {e}", file=sys.stderr)
-        return 1
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for path in files:
         print(path)
     return 0

@@ -16,9 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from asr_pe.plots.wer_vs_length import METRICS, RunDirError, make_report  # noqa: E402
+from asr_pe.plots.wer_vs_length import METRICS, RunDirError, make_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         files = make_report(args.paths, args.out, test_set=args.test_set, metric=args.metric,
                             title=args.title, reference_set=args.reference_set)
     except (RunDirError, FileNotFoundError, ValueError) as e:
-        print(f"plot_wer_vs_length: {e}", file=sys.stderr)
-        return 1
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(Path(files["md"]).read_text())
     for kind, path in files.items():
         print(f"{kind}: {path}")

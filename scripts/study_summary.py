@@ -20,15 +20,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from asr_pe.io import atomic_write_text  # noqa: E402
-from asr_pe.plots.study_summary import (  # noqa: E402
+from asr_pe.io import atomic_write_text
+from asr_pe.plots.study_summary import (
     accuracy_table, attention_table, decodings_table, difference_table, remedy_table,
 )
-from asr_pe.plots.wer_vs_length import RunDirError  # noqa: E402
+from asr_pe.plots.wer_vs_length import RunDirError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.decodings:
             text += "\n" + decodings_table(args.paths, sets=args.decodings, long_set=args.decodings_long)
     except (RunDirError, FileNotFoundError, ValueError) as e:
-        print(f"study_summary: {e}", file=sys.stderr)
-        return 1
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(text, end="")
     if args.out:
         atomic_write_text(args.out, text)

@@ -1,7 +1,7 @@
 """Benchmarks of the positional encodings' cost, run by ``scripts/bench_attention.py``, and the
 cost of one training run of an experiment, run by ``scripts/plan_run.py``.
 
-* `asr_pe.bench.attention`: the options (`BenchConfig`), the train-mode timing and memory
+* `asr_pe.bench.runner`: the options (`BenchConfig`), the train-mode timing and memory
   passes and the long-recording inference sweep, both behind `run_benchmark`;
 * `asr_pe.bench.cases`: the cases (every PE plus torchaudio's Conformer) and the cost targets;
 * `asr_pe.bench.long_worker`: one long-mode measurement, run in its own child process;

@@ -31,7 +31,7 @@ def pe_options(pe: str, max_frames: int) -> dict:
 def build_model(name: str, cfg, max_frames: int) -> torch.nn.Module:
     """The encoder for a PE name, or torchaudio's Conformer of the same size for REFERENCE.
 
-    ``cfg`` holds the sizes (an `asr_pe.bench.attention.BenchConfig`); ``max_frames`` is the
+    ``cfg`` holds the sizes (an `asr_pe.bench.runner.BenchConfig`); ``max_frames`` is the
     longest input, which the learned table must cover.
     """
     torch.manual_seed(0)

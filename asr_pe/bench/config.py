@@ -1,5 +1,5 @@
 """``BenchConfig``: every option of the attention benchmark, in a module of its own so that the
-runner (``attention.py``) and the report writer (``report.py``) both import it without importing
+runner (``runner.py``) and the report writer (``report.py``) both import it without importing
 each other."""
 
 from __future__ import annotations

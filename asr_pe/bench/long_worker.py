@@ -2,13 +2,14 @@
 
     python -m asr_pe.bench.long_worker '<spec JSON>'     # prints one JSON line
 
-``spec`` is `asr_pe.bench.attention.long_spec`. The process builds an ASR model, encodes one
+``spec`` is `asr_pe.bench.runner.long_spec`. The process builds an ASR model, encodes one
 random recording full-context or chunked, and reports its ``ru_maxrss``: a child per run so
 that the peak is this run's alone.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -64,10 +65,13 @@ def long_worker(spec: dict) -> dict:
     }
 
 
-def main(argv: list[str]) -> int:
-    print(json.dumps(long_worker(json.loads(argv[0]))))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m asr_pe.bench.long_worker",
+                                     description="One long-mode row of the attention benchmark (its child process).")
+    parser.add_argument("spec", type=json.loads, help="the row's spec as JSON (asr_pe.bench.runner.long_spec)")
+    print(json.dumps(long_worker(parser.parse_args(argv).spec)))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

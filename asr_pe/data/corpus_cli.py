@@ -6,13 +6,13 @@ the parts that do not depend on the corpus:
 
 - ``fetch_archives``: download published archives (HTTP resume, retries), verified against their
   built-in digests or a checksum list (``--checksums``), or link pre-downloaded copies
-  (``--data_dir``);
+  (``--data-dir``);
 - ``corpus_parser``: the argument parser with the three subcommands and their common options
-  (``download --root --mirror --data_dir --no_verify --checksums``, ``extract --root``,
-  ``prepare --corpus_dir --out_dir --overwrite``); the corpus adds its own (``--parts``,
+  (``download --root --mirror --data-dir --no-verify --checksums``, ``extract --root``,
+  ``prepare --corpus-dir --out-dir --overwrite``); the corpus adds its own (``--parts``,
   ``--subset``, …) to the subcommand parsers it gets back;
 - ``run_corpus_cli``: parse, log to stderr, run the subcommand's handler and report an error
-  as one line (``error: <file>: <what>``, exit status 1) instead of a stack trace.
+  as one line (``error: <file>: <what>``, exit status 2) instead of a stack trace.
 
 A new corpus's ``main`` is then a few lines (``librispeech.main`` is the model). No Lightning or
 Hydra import here: the recipes' data stages run without them.
@@ -107,15 +107,15 @@ def corpus_parser(
     d = sub.add_parser("download", help=download_help)
     d.add_argument("--root", required=True, help="folder for the archives")
     d.add_argument("--mirror", default="openslr", help=f"{list(mirrors)} or a base URL")
-    d.add_argument("--data_dir", default=None, help="folder with pre-downloaded archives")
-    d.add_argument("--no_verify", action="store_true", help="skip checksum verification")
+    d.add_argument("--data-dir", default=None, help="folder with pre-downloaded archives")
+    d.add_argument("--no-verify", action="store_true", help="skip checksum verification")
     d.add_argument("--checksums", default=None,
                    help="md5sum/sha256sum list (path or URL) replacing the built-in digests, e.g. a mirror's md5sum.txt")
     e = sub.add_parser("extract", help=extract_help)
     e.add_argument("--root", required=True)
     p = sub.add_parser("prepare", help=prepare_help)
-    p.add_argument("--corpus_dir", required=True, help=corpus_dir_help)
-    p.add_argument("--out_dir", required=True)
+    p.add_argument("--corpus-dir", required=True, help=corpus_dir_help)
+    p.add_argument("--out-dir", required=True)
     p.add_argument("--overwrite", action="store_true", help="prepare again even where the manifests exist")
     return parser, {"download": d, "extract": e, "prepare": p}
 
@@ -134,7 +134,7 @@ def run_corpus_cli(
 
     Logs at INFO to stderr. An error of the data (a malformed line, a missing file, a failed
     download or checksum) prints one line ``error: <message>`` (the messages name the file) and
-    returns 1; usage errors exit 2 through argparse.
+    returns 2, as a usage error does through argparse.
     """
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -142,5 +142,5 @@ def run_corpus_cli(
         handlers[args.command](args)
     except CLI_ERRORS as err:  # one clear line, not a stack trace
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return 2
     return 0

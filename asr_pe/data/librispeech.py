@@ -28,9 +28,8 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import soundfile as sf
-
 from .corpus_cli import Archive, corpus_parser, download_options, fetch_archives, run_corpus_cli
+from .corpus_manifests import audio_seconds, prepared_manifests
 from .download import extract
 from .manifest import Utterance, write_manifest
 
@@ -209,17 +208,6 @@ def _read_chapter(chapter_dir: Path, speaker: str, chapter: str) -> list[tuple[s
     return [rows[k] for k in sorted(rows)]
 
 
-def audio_seconds(path: Path, error: type[Exception]) -> float:
-    """Duration from the file header (soundfile; no decoding, no torch import for the CLI)."""
-    try:
-        info = sf.info(str(path))
-    except (sf.SoundFileError, RuntimeError, OSError, ValueError) as e:
-        raise error(f"{path}: unreadable audio ({e})") from None
-    if info.frames <= 0 or info.samplerate <= 0:
-        raise error(f"{path}: empty audio file (0 samples)")
-    return info.frames / info.samplerate
-
-
 def _prepare_part(part_dir: Path, num_workers: int) -> list[Utterance]:
     entries: list[tuple[str, str, Path, str]] = []  # (id, text, flac, speaker-chapter)
     for speaker_dir in _sorted_numeric_dirs(part_dir):
@@ -278,55 +266,6 @@ def prepare_librispeech(
     return written
 
 
-def _as_list(value: str | Sequence[str] | None) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (str, os.PathLike)):
-        return [os.fspath(value)]
-    return [os.fspath(v) for v in value]
-
-
-def resolve_manifests(
-    manifest_dir: str | os.PathLike,
-    train,
-    dev,
-    test,
-    *,
-    hint: str,
-) -> dict:
-    """``{"train": [paths], "dev": [paths], "test": {name: path}}`` from set names.
-
-    A name is a manifest stem in ``manifest_dir`` (``"dev-clean"`` -> ``dev-clean.jsonl``) or a
-    path to a ``.jsonl`` file; ``test`` may also be a mapping {name: stem or path}. Every file must
-    exist: a missing one raises FileNotFoundError with ``hint`` (the recipe command that makes it).
-    """
-    manifest_dir = Path(manifest_dir)
-    missing: list[str] = []
-
-    def resolve(name: str) -> str:
-        p = Path(os.path.expanduser(name))
-        if p.suffix != ".jsonl":
-            p = manifest_dir / f"{name}.jsonl"
-        elif not p.is_absolute() and not p.exists():
-            p = manifest_dir / p
-        if not p.is_file():
-            missing.append(str(p))
-        return str(p)
-
-    result = {"train": [resolve(n) for n in _as_list(train)], "dev": [resolve(n) for n in _as_list(dev)]}
-    if hasattr(test, "items"):  # dict or an OmegaConf DictConfig
-        result["test"] = {str(k): resolve(os.fspath(v)) for k, v in test.items()}
-    else:
-        result["test"] = {Path(n).name.removesuffix(".jsonl"): resolve(n) for n in _as_list(test)}
-    if missing:
-        if all(Path(m).parent == manifest_dir for m in missing):
-            listed = f"in {manifest_dir}: " + ", ".join(Path(m).name for m in missing)
-        else:
-            listed = ", ".join(missing)
-        raise FileNotFoundError(f"manifest(s) not found {listed}; {hint}")
-    return result
-
-
 def librispeech_manifests(
     manifest_dir: str | os.PathLike,
     train: str | Sequence[str] = ("train-clean-100", "train-clean-360", "train-other-500"),
@@ -338,7 +277,7 @@ def librispeech_manifests(
     Returns ``{"train": [paths], "dev": [paths], "test": {name: path}}``; raises FileNotFoundError
     naming the missing manifest and the recipe stage that writes it.
     """
-    return resolve_manifests(
+    return prepared_manifests(
         manifest_dir,
         train,
         dev,
@@ -356,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for command in commands.values():
         command.add_argument("--parts", nargs="+", required=True, choices=LIBRISPEECH_PARTS)
-    commands["prepare"].add_argument("--num_workers", type=int, default=4)
+    commands["prepare"].add_argument("--num-workers", type=int, default=4)
     return run_corpus_cli(
         parser, argv,
         download=lambda a: download_librispeech(a.root, a.parts, a.mirror, **download_options(a)),

@@ -4,7 +4,7 @@ Keys (exactly those of the design): ``audio_filepath``, ``duration`` (s), ``text
 optional ``offset`` (s into the file), ``speaker``, ``id`` and ``parts``. Unknown keys are
 rejected so that a typo such as ``"ofset"`` cannot silently read the wrong audio.
 
-``parts`` is what a long-form recording is made of (`asr_pe.data.longform`): a list of
+``parts`` is what a long-form recording is made of (`asr_pe.data.longform_sets`): a list of
 ``{"id": <source utterance id>, "start": <s>, "end": <s>}``, seconds within the recording, in
 time order (built recordings never overlap them; a transcribed talk's segments may touch or
 overlap as its transcript says). It lets the evaluation score the same utterances decoded inside the

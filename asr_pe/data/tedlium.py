@@ -72,7 +72,7 @@ from asr_pe.io import atomic_write_json
 
 from .corpus_cli import Archive, corpus_parser, download_options, fetch_archives, run_corpus_cli
 from .download import extract
-from .librispeech import audio_seconds, resolve_manifests
+from .corpus_manifests import audio_seconds, prepared_manifests
 from .manifest import Part, Utterance, read_manifest, write_manifest
 
 __all__ = [
@@ -518,7 +518,7 @@ def tedlium_manifests(
     naming the missing manifest and the recipe stage that writes it, and TedliumError naming an
     empty one (an interrupted or older preparation: an empty set cannot be trained or scored).
     """
-    paths = resolve_manifests(
+    paths = prepared_manifests(
         manifest_dir,
         train,
         dev,

@@ -67,7 +67,7 @@ def decode_batch(model: ASRModel, batch: dict, tokenizer, decode: Mapping[str, A
                                blank=tokenizer.blank_id)
         hyps = [n[0][0] if n else [] for n in nbest]
     elif method in ("attention", "joint"):
-        from asr_pe.decoding.attention import attention_decode  # seq2seq / hybrid heads
+        from asr_pe.decoding.attention_decoding import attention_decode  # seq2seq / hybrid heads
 
         hyps = attention_decode(model, enc, enc_lengths, tokenizer, decode)
     else:

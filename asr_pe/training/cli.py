@@ -1,11 +1,21 @@
-"""Turn expected user errors into one clear line instead of a stack trace."""
+"""Turn expected user errors into one clear line instead of a stack trace.
+
+``friendly_errors`` covers the work of an entry point; ``run_hydra_main`` covers its command line
+(a ``@hydra.main`` function's unknown key, bad override syntax or missing ``run=``), so both end the
+same way: ``error: <message>`` on stderr and exit status 2.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import re
 import sys
+from collections.abc import Callable
+
+from hydra.errors import HydraException
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from asr_pe.data.audio import AudioError
 from asr_pe.data.manifest import ManifestError
@@ -30,8 +40,11 @@ USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNo
 
 @contextlib.contextmanager
 def friendly_errors():
-    """Print ``error: <message>`` and exit 2 for bad input, and the `TrainingStopped` exit code (143 for
-    SIGTERM, 3 for divergence) for a training that ended early; ASR_PE_DEBUG=1 shows the traceback."""
+    """Print ``error: <message>`` and exit 2 for bad input (a required ``???`` setting not given
+    included), and the `TrainingStopped` exit code (143 for SIGTERM, 3 for divergence) for a
+    training that ended early; ASR_PE_DEBUG=1 shows the traceback.
+
+    Exiting here, inside the Hydra task, keeps Hydra from adding its "Error executing job" line."""
     try:
         yield
     except USER_ERRORS as e:
@@ -40,8 +53,53 @@ def friendly_errors():
         logging.getLogger("asr_pe").debug("user error", exc_info=True)
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except MissingMandatoryValue as e:  # a required setting (``run: ???``) not given on the command line
+        if os.environ.get("ASR_PE_DEBUG"):
+            raise
+        print(f"error: {_command_line_error(e)}", file=sys.stderr)
+        sys.exit(2)
     except TrainingStopped as e:  # stopped by a signal or diverged: not bad input, its own exit code
         if os.environ.get("ASR_PE_DEBUG"):
             raise
         print(f"error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
+
+
+def _raised_in(code, tb) -> bool:
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _command_line_error(e: Exception) -> str:
+    """One line for a Hydra/OmegaConf error of the command line (Hydra's own messages span lines)."""
+    missing = re.search(r"Missing mandatory value: ?(\S+)", str(e))
+    if isinstance(e, MissingMandatoryValue) or missing:
+        key = missing.group(1) if missing else getattr(e, "full_key", "?")
+        return f"{key}=… is required (see --help)"
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    # OmegaConf appends context lines (full_key: …, object_type=…) that say nothing to a user
+    return " ".join(line for line in lines if not line.startswith(("full_key:", "object_type=")))
+
+
+def run_hydra_main(main: Callable[[], object]) -> None:
+    """Call a ``@hydra.main``-decorated ``main`` with the project's error convention.
+
+    Hydra reports a bad command line (``bogus=1``, ``run=[a``, a required ``run`` not given) in
+    several lines and exits 1. Here such errors reach us instead (Hydra's own switch,
+    ``HYDRA_FULL_ERROR=1``) and end as one ``error:`` line and exit 2. An exception raised inside
+    the task function itself is not a command-line error and keeps its traceback, unless it is a
+    missing mandatory value (a ``???`` setting nobody gave). ``ASR_PE_DEBUG=1`` shows every traceback.
+    """
+    task_code = getattr(main, "__wrapped__", main).__code__  # hydra.main keeps the task function here
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except (HydraException, OmegaConfBaseException) as e:
+        in_task = _raised_in(task_code, e.__traceback__)
+        if os.environ.get("ASR_PE_DEBUG") or (in_task and not isinstance(e, MissingMandatoryValue)):
+            raise
+        print(f"error: {_command_line_error(e)}", file=sys.stderr)
+        sys.exit(2)

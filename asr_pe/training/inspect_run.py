@@ -8,34 +8,14 @@ which load a run with `asr_pe.inference.run_loading.load_run` and feed it one ut
 from __future__ import annotations
 
 import torch
-import yaml
 from omegaconf import DictConfig
 
 from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Utterance, read_manifest
+from asr_pe.errors import ConfigError
 from asr_pe.training.data import resolve_manifests, resolve_test_sets
 
-__all__ = ["parse_key_values", "run_test_sets", "find_utterance", "cropped_duration", "utterance_features", "encode_with_attention"]
-
-
-def parse_key_values(argv: list[str], keys: set[str], *, required: tuple[str, ...] = (),
-                     numeric: tuple[str, ...] = (), defaults: dict | None = None, usage: str = "") -> dict:
-    """``key=value`` arguments of a diagnostics script; ``numeric`` values are parsed as YAML.
-
-    Bad input exits with a one-line error naming the argument (and the usage for a missing one).
-    """
-    args = dict(defaults or {})
-    for a in argv:
-        if "=" not in a:
-            raise SystemExit(f"error: expected key=value, got {a!r} (keys: {sorted(keys)})")
-        k, v = a.split("=", 1)
-        if k not in keys:
-            raise SystemExit(f"error: unknown key {k!r} (keys: {sorted(keys)})")
-        args[k] = yaml.safe_load(v) if k in numeric else v
-    for k in required:
-        if k not in args:
-            raise SystemExit(f"error: {k}=… is required\n{usage}")
-    return args
+__all__ = ["run_test_sets", "find_utterance", "cropped_duration", "utterance_features", "encode_with_attention"]
 
 
 def run_test_sets(cfg: DictConfig, test: str | list[str] | None = None) -> dict[str, str]:
@@ -49,7 +29,8 @@ def run_test_sets(cfg: DictConfig, test: str | list[str] | None = None) -> dict[
 def find_utterance(sets: dict[str, str], utt_id: str) -> Utterance:
     utt = next((u for path in sets.values() for u in read_manifest(path) if u.id == utt_id), None)
     if utt is None:
-        raise SystemExit(f"error: utterance {utt_id!r} is not in the test sets {sorted(sets)}")
+        raise ConfigError(f"utterance {utt_id!r} is not in the test sets {sorted(sets)}; name one of theirs "
+                          "(utt=<id>) or give its set (data.test=<name or manifest>)")
     return utt
 
 

@@ -142,7 +142,7 @@ class ASRModule(L.LightningModule):
         if self.ctc_weight > 0:
             hyps = ctc_greedy(self.model.ctc_log_probs(enc), enc_lengths, blank=self.tokenizer.blank_id)
         else:  # seq2seq: greedy attention decoding (beam 1)
-            from asr_pe.decoding.attention import attention_decode
+            from asr_pe.decoding.attention_decoding import attention_decode
 
             hyps = attention_decode(self.model, enc, enc_lengths, self.tokenizer,
                                     {"method": "attention", "beam": 1, "length_penalty": 1.0, "max_len_ratio": 1.0})

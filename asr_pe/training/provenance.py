@@ -17,6 +17,7 @@ run folder keeps its results valid.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import sys
@@ -91,17 +92,17 @@ def stale_sets(run_dir: str | Path, names: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m asr_pe.training.provenance RUN_DIR [TEST_SET...]\n"
-              "prints the test sets whose results in RUN_DIR/eval are missing or were computed from a "
-              "checkpoint that has changed since")
-        return 0 if argv else 2
-    run_dir = Path(argv[0])
-    if not run_dir.is_dir():
-        print(f"error: {run_dir}: no such run folder (train it first)", file=sys.stderr)
+    parser = argparse.ArgumentParser(
+        prog="python -m asr_pe.training.provenance",
+        description="Print the test sets whose results in RUN_DIR/eval are missing or were computed from a "
+                    "checkpoint that has changed since, one a line.")
+    parser.add_argument("run_dir", type=Path, help="the run folder")
+    parser.add_argument("sets", nargs="*", help="test set names (eval/<name>) to check")
+    args = parser.parse_args(argv)
+    if not args.run_dir.is_dir():
+        print(f"error: {args.run_dir}: no such run folder (train it first)", file=sys.stderr)
         return 2
-    for name in stale_sets(run_dir, argv[1:]):
+    for name in stale_sets(args.run_dir, args.sets):
         print(name)
     return 0
 

@@ -61,13 +61,12 @@ parse_options() {
   done
 }
 
-# recipe_setup NAME: the checked interpreter ($PYTHON, recipes/python.sh), PYTHONPATH, absolute
+# recipe_setup NAME: the checked interpreter ($PYTHON and PYTHONPATH, recipes/python.sh), absolute
 # $work_dir with $archive_dir, $manifest_dir and $runs_dir in it, and $corpus_dir (the extracted
 # tree given with --corpus_dir, else $archive_dir); NAME tags the log lines.
 recipe_setup() {
   recipe_name=$1
-  source "$repo/recipes/python.sh"   # $PYTHON: set, or .venv/bin/python; checked
-  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+  source "$repo/recipes/python.sh"   # $PYTHON: set, or .venv/bin/python; checked; PYTHONPATH=$repo
   mkdir -p "$work_dir"
   work_dir="$(cd "$work_dir" && pwd)"
   archive_dir="$work_dir/archives"
@@ -144,13 +143,13 @@ needs_archives() {
 # downloaded NAME: stage 0 fetched NAME already (marker $archive_dir/.NAME.downloaded).
 downloaded() { [ -f "$archive_dir/.$1.downloaded" ]; }
 # download_archive NAME MODULE [ARG...]: `$PYTHON -m MODULE download --root $archive_dir ARG...` with
-# the common --mirror/--data_dir/--no_verify/--checksums options, then mark NAME downloaded.
+# the common --mirror/--data-dir/--no-verify/--checksums options, then mark NAME downloaded.
 download_archive() {
   local name=$1 module=$2
   shift 2
   local args=(download --root "$archive_dir" "$@" --mirror "$mirror")
-  [ -n "$data_dir" ] && args+=(--data_dir "$data_dir")
-  [ "$verify" = true ] || args+=(--no_verify)
+  [ -n "$data_dir" ] && args+=(--data-dir "$data_dir")
+  [ "$verify" = true ] || args+=(--no-verify)
   [ -n "$checksums" ] && args+=(--checksums "$checksums")
   run_child "$PYTHON" -m "$module" "${args[@]}"
   touch "$archive_dir/.$name.downloaded"
@@ -159,13 +158,14 @@ download_archive() {
 # Stage 3: stage_longform SET...: <set>_long.jsonl from each <set>.jsonl (scripts/make_longform.py,
 # $longform_durations); kept where `longform_done` says so.
 stage_longform() {
-  local part out
+  local part out durations
   log "stage 3: long-form test sets $longform_durations s"
+  read -ra durations <<< "$(tr '[],' '   ' <<< "$longform_durations")"   # [10,20,full] -> 10 20 full
   for part in "$@"; do
     out="$manifest_dir/${part}_long.jsonl"
     if longform_done "$out"; then log "  $out exists"; continue; fi
-    run_child "$PYTHON" "$repo/scripts/make_longform.py" in="$manifest_dir/$part.jsonl" out="$out" \
-      durations="$longform_durations"
+    run_child "$PYTHON" "$repo/scripts/make_longform.py" --manifest "$manifest_dir/$part.jsonl" --out "$out" \
+      --durations "${durations[@]}"
   done
 }
 

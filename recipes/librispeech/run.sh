@@ -70,7 +70,7 @@ fi
 if run_stage 2; then
   log "stage 2: manifests -> $manifest_dir"
   # shellcheck disable=SC2086
-  run_child "$PYTHON" -m asr_pe.data.librispeech prepare --corpus_dir "$corpus_dir" --out_dir "$manifest_dir" \
+  run_child "$PYTHON" -m asr_pe.data.librispeech prepare --corpus-dir "$corpus_dir" --out-dir "$manifest_dir" \
     --parts $all_parts
 fi
 

@@ -75,7 +75,7 @@ fi
 
 if run_stage 2; then
   log "stage 2: manifests -> $manifest_dir"
-  run_child "$PYTHON" -m asr_pe.data.tedlium prepare --corpus_dir "$corpus_dir" --out_dir "$manifest_dir" \
+  run_child "$PYTHON" -m asr_pe.data.tedlium prepare --corpus-dir "$corpus_dir" --out-dir "$manifest_dir" \
     --subset "$subset"
 fi
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from asr_pe.bench.attention import (
+from asr_pe.bench.runner import (
     ALL_PES, LONG_COLUMNS, REFERENCE, TARGET_LENGTHS, TARGETS, TRAIN_COLUMNS, BenchConfig, BenchError, batch_lengths,
     long_spec, run_benchmark, run_long, train_rows,
 )

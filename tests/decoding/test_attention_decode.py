@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from asr_pe.data.tokenizer import CharTokenizer
-from asr_pe.decoding.attention import attention_decode, decode_utterance
+from asr_pe.decoding.attention_decoding import attention_decode, decode_utterance
 from asr_pe.decoding.beam_search import greedy_search
 from asr_pe.models.asr import build_asr_model
 

@@ -78,7 +78,7 @@ def test_a_run_on_the_ladder_chooses_on_dev_and_decodes_test_once(tiny_synth_roo
 
 
 def test_cli_refuses_a_missing_run(tmp_path):
-    r = subprocess.run([sys.executable, "scripts/evaluate_ladder.py", "--run", str(tmp_path / "nope")],
+    r = subprocess.run([sys.executable, "scripts/evaluate_ladder.py", f"run={tmp_path / 'nope'}"],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "no config.yaml" in r.stderr
 

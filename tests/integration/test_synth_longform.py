@@ -48,7 +48,7 @@ def test_concurrent_jobs_build_the_long_form_set_once(tiny_synth_root, monkeypat
     import threading
     import time
 
-    import asr_pe.data.longform as longform
+    import asr_pe.data.longform_sets as longform
     from asr_pe.data.synth.corpus import build_synth_longform
 
     corpus_dir = next(Path(tiny_synth_root).glob("synth/*/"))

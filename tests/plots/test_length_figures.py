@@ -218,6 +218,6 @@ def test_script_writes_the_figures_and_fails_in_one_line(study, tmp_path, capsys
     assert all(is_png(p) for p in out.iterdir())
     capsys.readouterr()
     (tmp_path / "empty").mkdir()
-    assert script.main(["--runs", str(tmp_path / "empty"), "--out", str(out)]) == 1
+    assert script.main(["--runs", str(tmp_path / "empty"), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("plot_study_figures: no run directories") and "\n" not in err
+    assert err.startswith("error: no run directories") and "\n" not in err

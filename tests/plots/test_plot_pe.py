@@ -15,7 +15,7 @@ from asr_pe.models.positional.t5 import t5_bucket
 from asr_pe.plots import pe_diagnostics as diag
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["T=12", "d_model=16", "n_heads=2", "draws=2"]
+TINY = ["--length", "12", "--d-model", "16", "--n-heads", "2", "--draws", "2"]
 
 
 def load_script():
@@ -36,7 +36,7 @@ REGISTERED = ["none"] + available_pes()["input"] + available_pes()["attention"]
 @pytest.mark.parametrize("name", REGISTERED)
 def test_script_writes_png_for_every_registered_pe(name, tmp_path, capsys):
     script = load_script()
-    assert script.main([f"pe={name}", f"out={tmp_path}"] + TINY) == 0
+    assert script.main([name, "--out", str(tmp_path)] + TINY) == 0
     printed = [Path(line) for line in capsys.readouterr().out.split()]
     assert printed and all(p.parent == tmp_path and is_png(p) for p in printed)
     assert sorted(tmp_path.glob("*.png")) == sorted(printed)  # no temporary files left behind
@@ -44,36 +44,40 @@ def test_script_writes_png_for_every_registered_pe(name, tmp_path, capsys):
 
 def test_combination_and_options(tmp_path, capsys):
     script = load_script()
-    assert script.main(["pe=cape+rope", f"out={tmp_path}"] + TINY) == 0
+    assert script.main(["cape+rope", "--out", str(tmp_path)] + TINY) == 0
     names = {p.name for p in tmp_path.glob("*.png")}
     assert {"cape_jitter.png", "rope_decay.png"} <= names
     # an option of the PE, parsed as a literal, goes to its constructor
-    assert script.main(["pe=t5", f"out={tmp_path / 'c'}", "causal=true", "max_distance=64"] + TINY) == 0
-    assert script.parse_args(["pe=t5", "causal=true", "max_distance=64", "T=9"]) == {
+    assert script.main(["t5", "--out", str(tmp_path / "c"), "--option", "causal=true", "--option", "max_distance=64"]
+                       + TINY) == 0
+    assert script.parse_args(["t5", "--option", "causal=true", "--option", "max_distance=64", "--length", "9"]) == {
         "pe": "t5", "T": 9, "options": {"causal": True, "max_distance": 64}}
 
 
 def test_bad_arguments_are_clear(tmp_path, capsys):
     script = load_script()
-    assert script.main(["pe=nope", f"out={tmp_path}"]) == 1
-    assert "unknown positional encoding 'nope'" in capsys.readouterr().err
-    assert script.main(["rope"]) == 2
-    assert "key=value" in capsys.readouterr().err
-    assert script.main(["pe=rope", "T=abc"]) == 2
-    assert script.main(["pe=rope", f"out={tmp_path}", "no_such_option=1"] + TINY) == 1
+    assert script.main(["nope", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "unknown positional encoding 'nope'" in err
+    for bad, says in ((["rope", "--option", "max_distance"], "expected KEY=VALUE"),
+                      (["rope", "--length", "abc"], "invalid int value"), (["rope", "T=12"], "unrecognized")):
+        with pytest.raises(SystemExit) as stop:  # argparse's usage errors: exit 2
+            script.main(bad)
+        assert stop.value.code == 2 and says in capsys.readouterr().err
+    assert script.main(["rope", "--out", str(tmp_path), "--option", "no_such_option=1"] + TINY) == 2
     assert "unknown option" in capsys.readouterr().err
 
 
 def test_rem_branch_explains_when_rem_is_missing(tmp_path, capsys, monkeypatch):
     script = load_script()
     monkeypatch.setattr(script, "available_pes", lambda: {"input": [], "attention": ["rope"]})
-    assert script.main(["pe=rem", f"out={tmp_path}"] + TINY) == 1
+    assert script.main(["rem", "--out", str(tmp_path)] + TINY) == 2
     assert "'rem' is not registered" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.png"))
 
 
 def test_cli_runs_as_a_script(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_pe.py"), "pe=alibi", f"out={tmp_path}"] + TINY,
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_pe.py"), "alibi", "--out", str(tmp_path)] + TINY,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert is_png(tmp_path / "alibi_bias.png")

@@ -174,7 +174,7 @@ def test_script_prints_both_tables_and_writes_the_file(study, tmp_path):
     assert "| rope | none | -3.00 | +14.00 |" in proc.stdout                # --compare-to none
     bad = subprocess.run([sys.executable, str(REPO / "scripts" / "study_summary.py"), str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 1 and "no such run or sweep directory" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "no such run or sweep directory" in bad.stderr
 
 
 def test_a_bad_attention_row_names_the_file_and_line(study):

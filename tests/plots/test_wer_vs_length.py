@@ -156,11 +156,11 @@ def test_script_cli(tmp_path, sweep, capsys):
     assert mod.main([str(sweep / "a"), str(sweep / "b"), "--out", str(out), "--test-set", "test_long"]) == 0
     assert {p.name for p in out.iterdir()} == {"wer_vs_length.png", "wer_vs_length.csv", "wer_vs_length.md"}
     assert "rope/ctc" in capsys.readouterr().out
-    assert mod.main([str(tmp_path / "empty_dir_missing"), "--out", str(out)]) == 1
+    assert mod.main([str(tmp_path / "empty_dir_missing"), "--out", str(out)]) == 2
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "run_info.json").write_text("{oops")
     (bad / "eval" / "t").mkdir(parents=True)
     (bad / "eval" / "t" / "buckets.csv").write_text("bucket,lo,hi,mean_duration,wer\n")
-    assert mod.main([str(bad), "--out", str(out)]) == 1
+    assert mod.main([str(bad), "--out", str(out)]) == 2
     assert "run_info.json:1: invalid JSON" in capsys.readouterr().err

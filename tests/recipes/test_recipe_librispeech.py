@@ -157,13 +157,13 @@ def test_pre_downloaded_data_dir_is_used_without_network(build, tmp_path):
 
 def test_cli_reports_errors_in_one_line(build, tmp_path, capsys):
     build.make_librispeech_tree(tmp_path / "c")
-    dirs = ["--corpus_dir", str(tmp_path / "c"), "--out_dir", str(tmp_path / "m")]
+    dirs = ["--corpus-dir", str(tmp_path / "c"), "--out-dir", str(tmp_path / "m")]
     assert main(["prepare", *dirs, "--parts", "test-clean"]) == 0
     lines = (tmp_path / "m" / "test-clean.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["speaker"] == "1089-134686"
     trans = _trans(tmp_path)
     trans.write_text("garbage line\n")
-    assert main(["prepare", *dirs, "--parts", "dev-clean"]) == 1
+    assert main(["prepare", *dirs, "--parts", "dev-clean"]) == 2
     err = capsys.readouterr().err
     assert f"error: {trans}:1:" in err and "Traceback" not in err
 

@@ -31,11 +31,13 @@ ANSWER_C = (f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n
 
 FAKE_PYTHON = ANSWER_C + """# Records each call; mimics the files the real scripts would leave behind.
 printf '%s\\n' "$*" >> "$FAKE_LOG"
+prev=
 for a in "$@"; do
-  case "$a" in
-    out=*) touch "${a#out=}" ;;           # make_longform.py out=<manifest>
-    run_dir=*) mkdir -p "${a#run_dir=}" ;; # train.py run_dir=<run>
+  case "$prev $a" in
+    "--out "*.jsonl) touch "$a" ;;         # make_longform.py --out <manifest>
+    *" run_dir="*) mkdir -p "${a#run_dir=}" ;; # train.py run_dir=<run>
   esac
+  prev=$a
 done
 """
 
@@ -100,7 +102,7 @@ def test_librispeech_stages_0_to_2_from_predownloaded_archives(build, tmp_path):
               "--dev_parts", "dev-clean", "--test_parts", "test-clean"]
     # Checksums are on by default: fixture archives are not the official ones.
     refused = run(LIBRI, "--stage", "0", "--stop_stage", "0", *common, check=False)
-    assert refused.returncode == 1 and "checksum mismatch" in refused.stderr
+    assert refused.returncode == 2 and "checksum mismatch" in refused.stderr  # the data CLI's status
     out = run(LIBRI, "--stage", "0", "--stop_stage", "2", "--verify", "false", *common)
     assert "stage 3" not in out.stdout
     for part in ("dev-clean", "test-clean"):
@@ -144,7 +146,8 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     got = calls(log)
     lf = [c for c in got if "make_longform.py" in c]
     assert lf == [
-        f"{REPO}/scripts/make_longform.py in={md}/{p}.jsonl out={md}/{p}_long.jsonl durations=[10,20,40,80,160]"
+        f"{REPO}/scripts/make_longform.py --manifest {md}/{p}.jsonl --out {md}/{p}_long.jsonl "
+        "--durations 10 20 40 80 160"
         for p in ("test-clean", "test-other")
     ]
     train = [c for c in got if "train.py" in c]
@@ -350,7 +353,7 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     bad = run(LIBRI, "--stage", "0", "--stop_stage", "0", "--work_dir", str(tmp_path / "w2"),
               "--mirror", http_server.url("/resources/12"), "--checksums", http_server.url("/resources/12/md5sum.txt"),
               "--train_parts", "test-clean", "--dev_parts", "test-clean", "--test_parts", "test-clean", check=False)
-    assert bad.returncode == 1 and "test-clean.tar.gz" in bad.stderr and "checksum" in bad.stderr
+    assert bad.returncode == 2 and "test-clean.tar.gz" in bad.stderr and "checksum" in bad.stderr
 
 
 # A tiny CAPE-configured model (post-LN Transformer, Conv1d front end, CTC) for a training that is

@@ -75,14 +75,14 @@ def test_both_data_clis_come_from_the_shared_parser_with_the_same_common_options
     assert ran_parser is parser and argv == ["extract", "--root", str(tmp_path)]
     assert set(handlers) == set(commands) == {"download", "extract", "prepare"}
     assert parser.prog == f"python -m {module.__name__}"
-    common = ["--root", "r", "--mirror", "http://m/x", "--data_dir", "d", "--no_verify", "--checksums", "c.txt"]
+    common = ["--root", "r", "--mirror", "http://m/x", "--data-dir", "d", "--no-verify", "--checksums", "c.txt"]
     args = parser.parse_args(["download", *common, *selection])
     assert (args.root, args.mirror) == ("r", "http://m/x")
     assert corpus_cli.download_options(args) == {"data_dir": "d", "verify": False, "checksums": "c.txt"}
     defaults = parser.parse_args(["download", "--root", "r", *selection])
     assert corpus_cli.download_options(defaults) == {"data_dir": None, "verify": True, "checksums": None}
     assert defaults.mirror == "openslr"
-    prepared = parser.parse_args(["prepare", "--corpus_dir", "c", "--out_dir", "o", "--overwrite", *selection])
+    prepared = parser.parse_args(["prepare", "--corpus-dir", "c", "--out-dir", "o", "--overwrite", *selection])
     assert (prepared.corpus_dir, prepared.out_dir, prepared.overwrite) == ("c", "o", True)
 
 
@@ -91,7 +91,7 @@ def test_both_data_clis_come_from_the_shared_parser_with_the_same_common_options
     (tedlium, ["extract", "--root", "{root}"]),
 ])
 def test_both_data_clis_report_an_error_as_one_line_naming_the_file(module, argv, tmp_path, capsys):
-    assert module.main([a.format(root=tmp_path) for a in argv]) == 1
+    assert module.main([a.format(root=tmp_path) for a in argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {tmp_path}/") and "archive not found" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
@@ -154,7 +154,7 @@ recipe_setup toy
 test_sets() { existing_sets "$test_sets_names" "" _long; }
 
 if run_stage 0 && needs_archives 0 && ! downloaded toy; then download_archive toy asr_pe.data.toy; fi
-if run_stage 2; then "$PYTHON" -m asr_pe.data.toy prepare --corpus_dir "$corpus_dir" --out_dir "$manifest_dir"; fi
+if run_stage 2; then "$PYTHON" -m asr_pe.data.toy prepare --corpus-dir "$corpus_dir" --out-dir "$manifest_dir"; fi
 if run_stage 3; then stage_longform $test_sets_names; fi
 if run_stage 4; then stage_train; fi
 if run_stage 5; then stage_evaluate; fi
@@ -175,7 +175,7 @@ def test_a_third_corpus_on_the_shared_stages_is_a_short_file(tmp_path):
     assert len(TOY_RUN_SH.splitlines()) <= 40
     exe, log = tmp_path / "fake_python", tmp_path / "calls.log"
     exe.write_text(ANSWER_C + """printf '%s\\n' "$*" >> "$FAKE_LOG"
-for a in "$@"; do case "$a" in out=*) touch "${a#out=}" ;; run_dir=*) mkdir -p "${a#run_dir=}" ;; esac; done
+prev=; for a in "$@"; do case "$prev $a" in "--out "*.jsonl) touch "$a" ;; *" run_dir="*) mkdir -p "${a#run_dir=}" ;; esac; prev=$a; done
 """)
     exe.chmod(0o755)
     work = tmp_path / "work"
@@ -188,7 +188,7 @@ for a in "$@"; do case "$a" in out=*) touch "${a#out=}" ;; run_dir=*) mkdir -p "
     repo, md, runs = tmp_path / "repo", work / "manifests", work / "runs"
     sets = f"['{md}/eval.jsonl','{md}/eval_long.jsonl']"
     assert log.read_text().splitlines() == [
-        f"{repo}/scripts/make_longform.py in={md}/eval.jsonl out={md}/eval_long.jsonl durations=[10,20]",
+        f"{repo}/scripts/make_longform.py --manifest {md}/eval.jsonl --out {md}/eval_long.jsonl --durations 10 20",
         *(f"{repo}/train.py experiment=cape_toy pe={pe} run_dir={runs}/{pe} resume=auto "
           f"data.corpus.manifest_dir={md} a=1" for pe in ("none", "rope")),
         *(f"{repo}/evaluate.py run={runs}/{pe} data.test={sets}" for pe in ("none", "rope")),

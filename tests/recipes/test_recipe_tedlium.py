@@ -278,10 +278,10 @@ def test_a_split_without_scored_speech_is_an_error_not_an_empty_manifest(build, 
     )
     assert not list((tmp_path / "m").iterdir())
     # the recipe's CLI prints that one line, no traceback
-    code = tedlium.main(["prepare", "--corpus_dir", str(tmp_path / "c"), "--out_dir", str(tmp_path / "m"),
+    code = tedlium.main(["prepare", "--corpus-dir", str(tmp_path / "c"), "--out-dir", str(tmp_path / "m"),
                          "--splits", "dev"])
     err = capsys.readouterr().err
-    assert code == 1 and f"error: {stm_dir}: no scored segment" in err and "Traceback" not in err
+    assert code == 2 and f"error: {stm_dir}: no scored segment" in err and "Traceback" not in err
 
 
 def test_tedlium_manifests_shape_missing_and_empty(build, tmp_path):
@@ -353,11 +353,11 @@ def test_download_extract_prepare_from_an_official_layout_archive(build, tmp_pat
 
 RUN_SH = Path(__file__).resolve().parents[2] / "recipes" / "tedlium3" / "run.sh"
 # Records its arguments; `python -c` (recipes/python.sh's check) goes to the real interpreter;
-# make_longform.py out=<manifest> gets one line, as the real script would write.
+# make_longform.py --out <manifest> gets one line, as the real script would write.
 FAKE_PYTHON = f"""#!/usr/bin/env bash
 [ "$1" = -c ] && exec {sys.executable} "$@"
 printf '%s\\n' "$*" >> "$FAKE_LOG"
-for a in "$@"; do case "$a" in out=*) echo '{{}}' > "${{a#out=}}" ;; esac; done
+prev=; for a in "$@"; do case "$prev $a" in "--out "*.jsonl) echo '{{}}' > "$a" ;; esac; prev=$a; done
 """
 
 
@@ -383,7 +383,7 @@ def test_run_sh_rebuilds_empty_long_form_sets_and_refuses_to_evaluate_empty_mani
     done = run("--stage", "3", "--stop_stage", "3")
     assert done.returncode == 0, done.stderr
     made = [c for c in log.read_text().splitlines() if "make_longform.py" in c]
-    assert len(made) == 1 and f"out={md}/dev_long.jsonl" in made[0]  # test_long was kept
+    assert len(made) == 1 and f"--out {md}/dev_long.jsonl" in made[0]  # test_long was kept
     failed = run("--stage", "5", "--stop_stage", "5")
     assert failed.returncode == 1
     assert f"{md}/test_talks.jsonl is empty; run --stage 2 --stop_stage 3 again" in failed.stderr

@@ -524,7 +524,7 @@ def build_synth_longform(corpus_dir: str | os.PathLike, *, durations: Sequence[f
     speaker (keeping their order within a speaker) and the builder then joins consecutive
     utterances of each speaker with ``gap_s`` of silence up to each target duration.
     """
-    from asr_pe.data.longform import build_longform
+    from asr_pe.data.longform_sets import build_longform
     from asr_pe.data.manifest import read_manifest
 
     key = json.dumps({"durations": [float(d) for d in durations], "gap_s": float(gap_s),

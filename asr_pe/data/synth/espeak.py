@@ -385,5 +385,7 @@ class IsolatedSynthesizer:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--serve"]:
-        sys.exit(f"usage: {sys.argv[0]} --serve   (internal espeak-ng server of asr_pe)")
+        print("error: python -m asr_pe.data.synth.espeak takes only --serve (the internal espeak-ng server "
+              "of asr_pe's synthetic corpus)", file=sys.stderr)
+        sys.exit(2)
     sys.exit(_serve())

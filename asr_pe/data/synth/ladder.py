@@ -23,7 +23,7 @@ the same utterances, in the same order, one speaker per recording. A rung's dura
 speech; the D of a recording lies within ``[n·min_duration, n·max_duration]`` (±20 % for the
 defaults, tighter for longer rungs, as the durations average out).
 
-Joins, two variants of every rung (`asr_pe.data.longform.join_recording`):
+Joins, two variants of every rung (`asr_pe.data.longform_sets.join_recording`):
 
 - ``gap500ms``: 0.5 s between utterances, filled with their background (the builder's public
   path, `estimate_background`, estimated once per pool: a recording of two utterances may hold
@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from asr_pe.data.audio import load_audio
-from asr_pe.data.longform import estimate_background, join_recording
+from asr_pe.data.longform_sets import estimate_background, join_recording
 from asr_pe.data.manifest import Utterance, write_manifest
 from asr_pe.data.synth.corpus import (GENERATOR_VERSION, SynthConfig, _build_lock, _Progress, _run_jobs,
                                       default_root, utterance_id)

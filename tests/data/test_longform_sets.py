@@ -10,7 +10,7 @@ import torch
 
 from asr_pe.data.audio import load_audio
 from asr_pe.data.features import FbankExtractor
-from asr_pe.data.longform import (DIGITAL_SILENCE_MIN_FRAMES, LongformError, _write_flac, build_longform,
+from asr_pe.data.longform_sets import (DIGITAL_SILENCE_MIN_FRAMES, LongformError, _write_flac, build_longform,
                                   estimate_background, plan_windows)
 from asr_pe.data.manifest import Utterance, read_manifest, write_manifest
 
@@ -212,17 +212,18 @@ def test_make_longform_script(tmp_path, corpus, capsys):
     src = tmp_path / "test.jsonl"
     write_manifest(src, corpus)
     out = tmp_path / "sets" / "test_long.jsonl"
-    assert mod.main([f"in={src}", f"out={out}", "durations=[3,full]", "gap_s=0.5"]) == 0
+    assert mod.main(["--manifest", str(src), "--out", str(out), "--durations", "3", "full", "--gap-s", "0.5"]) == 0
     made = read_manifest(out)
     assert {u.id.split("_")[0] for u in made} == {"lf3", "lffull"}
     assert all(Path(u.audio_filepath).parent == tmp_path / "sets" / "test_long" for u in made)
     assert "full" in capsys.readouterr().out
-    # mixing needed and not allowed: a clear message naming the manifest, exit code 1
-    assert mod.main([f"in={src}", f"out={out}", "durations=[25]", "tolerance=0.1"]) == 1
+    # mixing needed and not allowed: one error line naming the manifest, exit code 2
+    assert mod.main(["--manifest", str(src), "--out", str(out), "--durations", "25", "--tolerance", "0.1"]) == 2
     err = capsys.readouterr().err
-    assert str(src) in err and "allow_mixed_speakers" in err
-    with pytest.raises(SystemExit, match="bad argument"):
-        mod.main([f"input={src}", f"out={out}"])
+    assert err.startswith(f"error: {src}: ") and "allow_mixed_speakers" in err and len(err.splitlines()) == 1
+    with pytest.raises(SystemExit) as stop:  # an unknown flag: argparse's usage error
+        mod.main(["--manifest", str(src), "--out", str(out), f"in={src}"])
+    assert stop.value.code == 2 and "error: unrecognized arguments: in=" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------- joins: the sources' background
