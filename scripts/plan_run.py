@@ -20,9 +20,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # runnable from a checkout without installing the package
-    sys.path.insert(0, str(REPO))
-
 SECTIONS = ("frontend", "encoder", "pe", "data", "loss", "optim", "trainer")
 PES = ["none", "sinusoidal", "relative", "rope", "cape"]
 
@@ -59,7 +56,8 @@ def compose_sections(experiment: str, pe: str, extra: list[str]) -> dict:
         with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
             cfg = compose("train", overrides=[f"experiment={experiment}", f"pe={pe}", *extra])
     except HydraException as e:
-        raise SystemExit(f"error: experiment={experiment} pe={pe}: {str(e).splitlines()[0]}")
+        print(f"error: experiment={experiment} pe={pe}: {str(e).splitlines()[0]}", file=sys.stderr)
+        raise SystemExit(2)
     return {k: OmegaConf.to_container(cfg[k], resolve=True) for k in SECTIONS}
 
 
