@@ -28,7 +28,7 @@ from asr_pe.inference.run_loading import load_run  # noqa: E402
 from asr_pe.training.inspect_run import (  # noqa: E402
     cropped_duration, encode_with_attention, parse_key_values, run_test_sets, utterance_features,
 )
-from asr_pe.training.run_dir import pe_label  # noqa: E402
+from asr_pe.run_folder import pe_label  # noqa: E402
 
 KEYS = {"run", "test", "per_bucket", "out", "checkpoint", "local_s", "max_seconds"}
 

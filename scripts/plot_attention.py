@@ -23,7 +23,7 @@ from asr_pe.plots.attention_maps import plot_attention_maps  # noqa: E402
 from asr_pe.training.inspect_run import (  # noqa: E402
     cropped_duration, encode_with_attention, find_utterance, parse_key_values, run_test_sets, utterance_features,
 )
-from asr_pe.training.run_dir import pe_label  # noqa: E402
+from asr_pe.run_folder import pe_label  # noqa: E402
 
 KEYS = {"run", "utt", "test", "out", "checkpoint", "max_seconds"}
 

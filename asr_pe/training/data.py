@@ -24,6 +24,7 @@ from asr_pe.data.features import FbankExtractor, GlobalCMVN, SpecAugment
 from asr_pe.data.manifest import Utterance, read_manifest
 from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.data.tokenizer import Tokenizer, build_tokenizer, load_tokenizer
+from asr_pe.run_folder import CMVN, TOKENIZER
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     report["audio"] = {split: scan_audio(utts, sample_rate=int(data_cfg.features.sample_rate), name=split).summary()
                        for split, utts in (("train", train), ("dev", dev)) if utts}
 
-    tok_path = run_dir / "tokenizer.json"
+    tok_path = run_dir / TOKENIZER
     if tok_path.exists():
         tokenizer = load_tokenizer(tok_path)
     else:
@@ -147,7 +148,7 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
         tokenizer.save(tok_path)
 
     features = feature_extractor(data_cfg)
-    cmvn_path = run_dir / "cmvn.json"
+    cmvn_path = run_dir / CMVN
     if cmvn_path.exists():
         cmvn = GlobalCMVN.load(cmvn_path)
     else:

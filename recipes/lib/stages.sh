@@ -187,7 +187,7 @@ stage_train() {
 
 # Stage 5: evaluate.py on every set of `test_sets` whose results are missing or were computed from a
 # checkpoint that has changed since (a run resumed and trained further), per run: eval/<set>/
-# buckets.meta.json records the checkpoint's name and SHA-256 (python -m asr_pe.training.provenance).
+# buckets.meta.json records the checkpoint's name and SHA-256 (python -m asr_pe.evaluation.provenance).
 stage_evaluate() {
   local -a sets todo
   local pe run s stale
@@ -198,7 +198,7 @@ stage_evaluate() {
   for pe in $pes; do
     run="$runs_dir/$pe"
     [ -d "$run" ] || { echo "$0: stage 5: $run missing (run stage 4)" >&2; exit 1; }
-    stale="$("$PYTHON" -m asr_pe.training.provenance "$run" "${sets[@]}")"
+    stale="$("$PYTHON" -m asr_pe.evaluation.provenance "$run" "${sets[@]}")"
     todo=()
     while IFS= read -r s; do if [ -n "$s" ]; then todo+=("$manifest_dir/$s.jsonl"); fi; done <<< "$stale"
     if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated from the current checkpoint"; continue; fi

@@ -23,7 +23,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-import asr_pe.inference.long_form as long_form
+import asr_pe.inference.full_context as full_context
 import asr_pe.training.evaluate as ev
 from asr_pe.data.features import GlobalCMVN
 from asr_pe.data.manifest import Utterance, read_manifest, write_manifest
@@ -239,14 +239,14 @@ def test_blocked_attention_equals_unblocked_on_a_160_s_input(run_dir, corpus, mo
         ref, ref_len = make_encode_fn(model, "full", block_size=None)(feats, lengths)
         out, out_len = make_encode_fn(model, "full", block_size="auto")(feats, lengths)
     assert ref.size(1) == 3998
-    block = long_form.resolve_block_size("auto", ref.size(1), model.encoder.layers[0].attn.n_heads)
+    block = full_context.resolve_block_size("auto", ref.size(1), model.encoder.layers[0].attn.n_heads)
     assert block is not None and block < ref.size(1)  # the blocked path is the one taken
     assert torch.equal(out_len, ref_len)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
 
     blocks_used = []
-    real = long_form.resolve_block_size
-    monkeypatch.setattr(long_form, "resolve_block_size",
+    real = full_context.resolve_block_size
+    monkeypatch.setattr(full_context, "resolve_block_size",
                         lambda *a, **k: blocks_used.append(real(*a, **k)) or blocks_used[-1])
     hyps = {}
     for block_size in ("none", "auto"):
@@ -312,7 +312,7 @@ def test_inside_a_process_group_evaluation_still_scores_every_utterance(run_dir,
     gloo group that reports a world size of 4, and 1.5 s batches (one utterance each)."""
     import torch.distributed as dist
 
-    from asr_pe.training.provenance import file_sha256
+    from asr_pe.evaluation.provenance import file_sha256
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
     try:
