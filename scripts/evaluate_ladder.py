@@ -7,7 +7,7 @@
 
 Without --ladder the default ladder is built (or reused) in the cache (python -m
 asr_pe.data.synth.ladder). Writes <run>/eval/<ladder set>[<suffix>]/ for every set decoded and
-<run>/eval/ladder/{report.md,choice.json} (asr_pe/training/ladder_eval.py).
+<run>/eval/ladder/{report.md,choice.json} (asr_pe/evaluation/ladder.py).
 """
 
 from __future__ import annotations
@@ -38,13 +38,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.run}: not a run directory (no config.yaml)", file=sys.stderr)
         return 2
     from asr_pe.data.synth.ladder import LadderError, build_ladder
+    from asr_pe.evaluation.ladder import evaluate_ladder
+    from asr_pe.evaluation.settings import EvalSettingsError
     from asr_pe.training.cli import friendly_errors
-    from asr_pe.training.evaluate import EvalSettingsError
-    from asr_pe.training.ladder_eval import evaluate_ladder
+    from asr_pe.training.data import resolve_manifests
     with friendly_errors():
         try:
             ladder = args.ladder or build_ladder()
-            choice = evaluate_ladder(args.run, ladder, candidates=args.candidates,
+            choice = evaluate_ladder(args.run, ladder, corpus_manifests=resolve_manifests, candidates=args.candidates,
                                      select_variant=args.select_variant, select_min_rung=args.select_min_rung,
                                      device=args.device, n_boot=args.n_boot, checkpoint=args.checkpoint)
         except (EvalSettingsError, LadderError, KeyError) as e:

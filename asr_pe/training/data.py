@@ -65,28 +65,6 @@ def resolve_manifests(data_cfg: DictConfig) -> dict[str, Any]:
     return normalise_manifests(corpus)
 
 
-def resolve_test_sets(data_cfg: DictConfig, manifests: Mapping[str, Any]) -> dict[str, str]:
-    """``data.test``: null (every test set of the corpus), a name, a path, or a list/mapping."""
-    sel = data_cfg.get("test")
-    if sel is None:
-        return dict(manifests["test"])
-    if isinstance(sel, (DictConfig, Mapping)):
-        return {str(k): str(v) for k, v in sel.items()}
-    items = [sel] if isinstance(sel, str) else list(sel)
-    out = {}
-    for item in items:
-        if item in manifests["test"]:
-            out[item] = manifests["test"][item]
-        elif Path(item).exists():
-            out[Path(item).stem] = str(item)
-        else:
-            raise FileNotFoundError(
-                f"data.test={item!r} is neither a test set of this corpus "
-                f"({sorted(manifests['test'])}) nor an existing manifest file"
-            )
-    return out
-
-
 def read_manifests(paths: list[str]) -> list[Utterance]:
     utts: list[Utterance] = []
     for p in paths:

@@ -31,7 +31,7 @@ from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwarg
 from .checkpoint_io import RunFolderCheckpointIO
 from .checkpoints import remove_partial_writes, run_checkpoints
 from .config_checks import check_train_config
-from .data import ASRDataModule, loader_timeout_error, prepare_run_data
+from .data import ASRDataModule, loader_timeout_error, prepare_run_data, resolve_manifests
 from .logs import conventional_logging
 from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed
@@ -165,10 +165,11 @@ def train(cfg: DictConfig) -> Path:
           f"{int(module.skipped_batches)}, dropped utterances: {int(module.dropped_utterances)}")
 
     if cfg.get("eval_after_train", True) and trainer.is_global_zero:
-        from .evaluate import evaluate_run
+        from asr_pe.evaluation.pipeline import evaluate_run
 
         results = evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
-                                                       "data": {"test": cfg.data.get("test")}})
+                                                       "data": {"test": cfg.data.get("test")}},
+                               corpus_manifests=resolve_manifests)
         mark_eval_done(run_dir, list(results), checkpoint=evaluated_checkpoint(run_dir, list(results)))
     elif cfg.get("eval_after_train", True):
         # evaluate_run scores every utterance in this one process; the others have nothing to add

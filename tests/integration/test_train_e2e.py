@@ -12,10 +12,17 @@ from pathlib import Path
 import pytest
 
 from asr_pe.data.manifest import read_manifest, write_manifest
-from asr_pe.training.evaluate import evaluate_run
+from asr_pe.evaluation.pipeline import evaluate_run as evaluate_with
+from asr_pe.training.data import resolve_manifests
 from asr_pe.training.train import train
 
 from e2e_helpers import TINY_MODEL, compose_train, synth_overrides
+
+
+def evaluate_run(run_dir, overrides=None, device=None):
+    """The evaluation as evaluate.py and train.py call it: the run's corpus located by Hydra."""
+    return evaluate_with(run_dir, overrides, device, corpus_manifests=resolve_manifests)
+
 
 REPO = Path(__file__).resolve().parents[2]
 
