@@ -177,7 +177,8 @@ stage_train() {
   for pe in $pes; do
     run="$runs_dir/$pe"
     # eval/done.json: train.py writes it once every test set is scored; a run killed mid-evaluation
-    # lacks it and is started again (resume=auto: training is complete, evaluation is redone)
+    # lacks it and is started again (resume=auto: training is complete, evaluation is redone).
+    # The run folder's layout is defined in asr_pe/run_folder.py.
     if [ -f "$run/eval/done.json" ]; then log "  $pe: done ($run/eval/done.json exists)"; continue; fi
     # shellcheck disable=SC2086  # $extra holds several overrides on purpose
     run_child "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \

@@ -152,7 +152,8 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
     [ -e "$info" ] || continue
     run=$(dirname "$info")
     [ -f "$run/eval/done.json" ] || continue
-    pe=$(grep -o '"pe": *"[^"]*"' "$info" | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')  # run_info.json "pe"
+    # run_info.json "pe", eval/done.json: the run folder as asr_pe/run_folder.py lays it out
+    pe=$(grep -o '"pe": *"[^"]*"' "$info" | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
     seed=${run##*_s}
     if [[ " ${attention_seeds//,/ } " == *" $seed "* ]] && [ ! -f "$run/attention_stats/attention_stats.csv" ]; then
       log "  $(basename "$run"): attention statistics"
