@@ -1,4 +1,4 @@
-"""Lightning + Hydra wiring: data module, Lightning module, ``train(cfg)``, ``evaluate_run``.
+"""Lightning + Hydra wiring: data module, Lightning module, ``train(cfg)``, the corpus located by Hydra.
 
 Importing this package registers the OmegaConf resolver ``pe_label`` used by the configs
 (``${pe_label:${pe}}`` → ``rope``, ``cape+rope``, …) and ``hydra_output_subdir`` (where Hydra
