@@ -27,13 +27,15 @@ def eval_given_on_command_line(cfg: DictConfig) -> dict:
 
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from asr_pe.evaluation.pipeline import evaluate_run
+    from asr_pe.evaluation.settings import EvalSettingsError
     from asr_pe.inference.device import DeviceError
-    from asr_pe.training.evaluate import EvalSettingsError, evaluate_run
+    from asr_pe.training.data import resolve_manifests
 
     with friendly_errors():
         try:
             overrides = {"decode": cfg.decode, "eval": eval_given_on_command_line(cfg), "data": cfg.data}
-            evaluate_run(cfg.run, overrides, device=cfg.device)
+            evaluate_run(cfg.run, overrides, device=cfg.device, corpus_manifests=resolve_manifests)
         except (DeviceError, EvalSettingsError) as e:  # bad settings: one line, like friendly_errors
             if os.environ.get("ASR_PE_DEBUG"):
                 raise

@@ -37,7 +37,7 @@ def main(cfg: DictConfig) -> None:
         from asr_pe.training.inspect_run import (
             cropped_duration, encode_with_attention, run_test_sets, utterance_features,
         )
-        from asr_pe.training.run_dir import pe_label
+        from asr_pe.run_folder import pe_label
 
         run_cfg, model, _, features, cmvn, ckpt = load_run(cfg.run, cfg.checkpoint)
         sets = run_test_sets(run_cfg, cfg.data.test)

@@ -6,7 +6,7 @@
 
 Without ``ladder`` the default ladder is built (or reused) in the cache (python -m
 asr_pe.data.synth.ladder). Writes <run>/eval/<ladder set>[<suffix>]/ for every set decoded and
-<run>/eval/ladder/{report.md,choice.json} (asr_pe/training/ladder_eval.py). Every option:
+<run>/eval/ladder/{report.md,choice.json} (asr_pe/evaluation/ladder.py). Every option:
 conf/evaluate_ladder.yaml.
 """
 
@@ -29,11 +29,13 @@ def main(cfg: DictConfig) -> None:
         if not (Path(cfg.run) / "config.yaml").is_file():  # before the heavy imports: a typo fails fast
             raise ConfigError(f"run={cfg.run}: not a run directory (no config.yaml)")
         from asr_pe.data.synth.ladder import LadderError, build_ladder
-        from asr_pe.training.ladder_eval import evaluate_ladder
+        from asr_pe.evaluation.ladder import evaluate_ladder
+        from asr_pe.training.data import resolve_manifests
 
         try:
             ladder = cfg.ladder or build_ladder()
-            choice = evaluate_ladder(cfg.run, ladder, candidates=[str(c) for c in cfg.candidates],
+            choice = evaluate_ladder(cfg.run, ladder, corpus_manifests=resolve_manifests,
+                                     candidates=[str(c) for c in cfg.candidates],
                                      select_variant=cfg.select_variant, select_min_rung=float(cfg.select_min_rung),
                                      device=cfg.device, n_boot=int(cfg.n_boot), checkpoint=cfg.checkpoint)
         except (LadderError, KeyError) as e:  # EvalSettingsError: friendly_errors

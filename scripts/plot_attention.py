@@ -28,7 +28,7 @@ def main(cfg: DictConfig) -> None:
     from asr_pe.training.inspect_run import (
         cropped_duration, encode_with_attention, find_utterance, run_test_sets, utterance_features,
     )
-    from asr_pe.training.run_dir import pe_label
+    from asr_pe.run_folder import pe_label
 
     with friendly_errors():
         run_cfg, model, tokenizer, features, cmvn, ckpt = load_run(cfg.run, cfg.checkpoint)

@@ -74,7 +74,7 @@ def test_resume_refuses_a_changed_model_but_not_an_option_added_later_as_null(tm
 
 
 def test_run_labels_name_the_training_remedy_and_the_arm():
-    from asr_pe.training.run_dir import run_label, training_remedy
+    from asr_pe.run_folder import run_label, training_remedy
 
     with initialize_config_dir(str(CONF), version_base="1.3"):
         plain = compose("train", overrides=["pe=rope", "loss=ctc"])

@@ -1,24 +1,35 @@
 """The package's layering: the library layers never import the Lightning/Hydra wiring.
 
-``asr_pe.training`` (Lightning module, data module, ``train``, ``evaluate_run``) may import
-from ``inference``, ``models``, ``data``, ``decoding`` and ``evaluation``, never the reverse:
-loading a trained run and decoding it live in ``asr_pe.inference`` (``run_loading``,
-``decode``), and ``model_kwargs`` beside the model it builds (``asr_pe.models.asr``). Models
-and data import neither Lightning nor Hydra. Every import counts, including the ones inside
+``asr_pe.training`` (Lightning module, data module, ``train``, the corpus located with Hydra's
+``instantiate``) may import from ``inference``, ``models``, ``data``, ``decoding``,
+``evaluation`` and ``plots``, never the reverse: loading a trained run and decoding it live in
+``asr_pe.inference`` (``run_loading``, ``decode``), evaluating it in ``asr_pe.evaluation``
+(``pipeline.evaluate_run``, ``ladder``), and ``model_kwargs`` beside the model it builds
+(``asr_pe.models.asr``). None of those layers imports Lightning or Hydra. The run folder's
+layout (``asr_pe.run_folder``) sits below all of them: it imports nothing of the package but
+``asr_pe.io`` and nothing heavier than OmegaConf, so the recipes' small ``python -m`` calls and
+the plots read a run folder without torch. Every import counts, including the ones inside
 functions, which hid the old circle ``training.evaluate`` ↔ ``inference.transcribe``.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asr_pe"
-LIBRARY_LAYERS = ("inference", "models", "data", "decoding", "evaluation")
-NO_FRAMEWORK = ("models", "data")
+LIBRARY_LAYERS = ("inference", "models", "data", "decoding", "evaluation", "plots")
+NO_FRAMEWORK = LIBRARY_LAYERS
 FRAMEWORKS = ("lightning", "pytorch_lightning", "hydra")
+RUN_FOLDER = PACKAGE / "run_folder.py"
+# what the run folder's module may import: the standard library, OmegaConf, and of the package
+# only the atomic writes
+RUN_FOLDER_MAY_IMPORT = ("asr_pe.io", "omegaconf", "__future__")
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -67,11 +78,30 @@ def test_library_layers_do_not_import_training(layer):
 
 
 @pytest.mark.parametrize("layer", NO_FRAMEWORK)
-def test_models_and_data_do_not_import_lightning_or_hydra(layer):
+def test_library_layers_do_not_import_lightning_or_hydra(layer):
     bad = [f"{p.relative_to(PACKAGE.parent)}:{line}: {module}"
            for p in _files(layer) for line, module in imported_modules(p)
            if any(_is_under(module, f) for f in FRAMEWORKS)]
-    assert not bad, "models and data stay free of Lightning and Hydra:\n" + "\n".join(bad)
+    assert not bad, (f"asr_pe/{layer} stays free of Lightning and Hydra (Hydra's instantiate belongs to "
+                     "asr_pe/training or the entry scripts):\n" + "\n".join(bad))
+
+
+def test_the_run_folder_module_sits_below_everything():
+    stdlib = sys.stdlib_module_names
+    bad = [f"{RUN_FOLDER.relative_to(PACKAGE.parent)}:{line}: {module}"
+           for line, module in imported_modules(RUN_FOLDER)
+           if module.split(".")[0] not in stdlib
+           and not any(_is_under(module, allowed) for allowed in RUN_FOLDER_MAY_IMPORT)]
+    assert not bad, "asr_pe/run_folder.py imports only the standard library, OmegaConf and asr_pe.io:\n" + "\n".join(bad)
+
+
+def test_the_run_folder_module_loads_without_torch():
+    """What the recipes and plots rely on: reading a run folder does not pull in torch."""
+    code = ("import sys, asr_pe.run_folder; "
+            "sys.exit(1 if any(m == 'torch' or m.startswith('torch.') for m in sys.modules) else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    assert proc.returncode == 0, proc.stderr or "importing asr_pe.run_folder loaded torch"
 
 
 def test_the_checker_sees_imports_inside_functions_and_relative_ones(tmp_path):

@@ -27,7 +27,7 @@ def long_worker(spec: dict) -> dict:
     """Build an ASR model, encode one long random input, report frames, seconds and memory."""
     torch.set_num_threads(spec["threads"])
     from asr_pe.inference.chunked import encode_chunked
-    from asr_pe.inference.long_form import encode_full
+    from asr_pe.inference.full_context import encode_full
     from asr_pe.models.asr import build_asr_model
 
     torch.manual_seed(0)

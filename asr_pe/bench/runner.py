@@ -9,7 +9,7 @@
   Peak memory of one step (`asr_pe.bench.measure.PeakMemory`) is measured in a separate pass
   after the timings.
 * ``long``: inference only (front end + encoder, ``torch.inference_mode``) over one long
-  recording of 1, 10, 60 minutes, full-context (``asr_pe.inference.long_form``, attention in
+  recording of 1, 10, 60 minutes, full-context (``asr_pe.inference.full_context``, attention in
   query blocks) and/or chunked (``asr_pe.inference.chunked``). Each (PE, length, mode) runs in
   a child process (`asr_pe.bench.long_worker`) so that its peak RSS (``ru_maxrss``) is its own.
 

@@ -39,6 +39,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from asr_pe.io import atomic_write_text, read_jsonl
+from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_MD, BUCKETS_META
 
 __all__ = [
     "DEFAULT_EDGES", "DOUBLING", "FIRST_DOUBLING_EDGE", "doubling_edges", "resolve_edges", "describe_edges",
@@ -325,11 +326,11 @@ def write_bucket_files(rows: Sequence[dict], out_dir: str | os.PathLike, meta: d
     writer.writerow(ROW_KEYS)
     for r in rows:
         writer.writerow([_csv_value(k, r[k]) for k in ROW_KEYS])
-    paths = {"csv": out_dir / "buckets.csv", "md": out_dir / "buckets.md"}
+    paths = {"csv": out_dir / BUCKETS_CSV, "md": out_dir / BUCKETS_MD}
     atomic_write_text(paths["csv"], buf.getvalue())
     atomic_write_text(paths["md"], _markdown(rows, meta))
     if meta is not None:
-        paths["meta"] = out_dir / "buckets.meta.json"
+        paths["meta"] = out_dir / BUCKETS_META
         atomic_write_text(paths["meta"], json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     return paths
 

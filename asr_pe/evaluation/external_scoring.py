@@ -62,6 +62,7 @@ from asr_pe.evaluation.buckets import (
 )
 from asr_pe.evaluation.scoring import score_record
 from asr_pe.io import atomic_write_text, read_jsonl
+from asr_pe.run_folder import PER_UTT, eval_dir, result_dir, run_info_path
 
 __all__ = ["FORMATS", "HypothesisError", "Hypotheses", "read_hypotheses", "guess_format", "match_hypotheses",
            "score_hypotheses", "score_in_context"]
@@ -280,7 +281,7 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
     resolved = resolve_edges(edges, [r["duration"] for r in records])
     rows = bucket_table(records, resolved, n_boot=n_boot, seed=0)
     label = label or out_dir.resolve().name
-    info_path = out_dir / "run_info.json"
+    info_path = run_info_path(out_dir)
     info = {"label": label, "system": "external", "pe": None, "loss": None, "encoder": None, "seed": None,
             "train_max_duration": train_max_duration}
     if info_path.is_file():  # another test set scored earlier into the same system folder: keep one label
@@ -292,11 +293,11 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
             raise HypothesisError(f"{info_path}: this folder holds system {old.get('label')!r}; give --label "
                                   f"{old.get('label')!r} or another --out for {label!r}")
     atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
-    folder = out_dir / "eval" / test_set
+    folder = result_dir(out_dir, test_set)
     meta = {"system": label, "test_set": test_set, "manifest": str(manifest), "hypotheses": str(hyp_path),
             "format": hyps.format, **({"text_key": text_key} if text_key else {}),
             "edges": describe_edges(edges, resolved), **counts}
-    write_per_utt(records, folder / "per_utt.jsonl")
+    write_per_utt(records, folder / PER_UTT)
     write_bucket_files(rows, folder, meta=meta)
     score_in_context(utts, manifest, out_dir, test_set, n_boot=n_boot)
     return rows, folder
@@ -312,12 +313,12 @@ def score_in_context(utts: Sequence[Utterance], manifest: Path, out_dir: Path, t
     no scored set holds them: score the short set first, then the long one)."""
     from asr_pe.evaluation.in_context import in_context_pairs, read_records, write_in_context
 
-    scored = {d.name: d for d in sorted((out_dir / "eval").glob("*/")) if (d / "per_utt.jsonl").is_file()}
+    scored = {d.name: d for d in sorted(eval_dir(out_dir).glob("*/")) if (d / PER_UTT).is_file()}
     sets: dict[str, Sequence] = {test_set: utts}
     for name, folder in scored.items():
         if name != test_set:  # only the ids matter for finding the set that holds the parts
             sets[name] = [Utterance(id=str(r["id"]), audio_filepath="", duration=0.0, text="")
-                          for r in read_records(folder / "per_utt.jsonl")]
+                          for r in read_records(folder / PER_UTT)]
     pair = in_context_pairs(sets, {test_set: str(manifest)}).get(test_set)
     if pair is None:
         if any(getattr(u, "parts", None) for u in utts) or (manifest.parent / "sources.json").is_file():
@@ -325,7 +326,7 @@ def score_in_context(utts: Sequence[Utterance], manifest: Path, out_dir: Path, t
                      "their source utterances first for the in-context ratio", test_set, out_dir)
         return None
     alone, parts = pair
-    folder = out_dir / "eval" / test_set
+    folder = result_dir(out_dir, test_set)
     res = write_in_context(folder, scored[alone], parts, alone_set=alone, n_boot=n_boot)
     print(f"[asr_pe] {test_set}: in-context ratio {res.ratio:.2f} (the recordings whole vs their parts in "
           f"{alone} alone): {folder}/in_context.md")

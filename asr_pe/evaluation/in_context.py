@@ -61,6 +61,7 @@ import numpy as np
 from asr_pe.evaluation.scoring import normalize_text, score_utterance
 from asr_pe.io import read_jsonl
 from asr_pe.results_table import locate
+from asr_pe.run_folder import BUCKETS_META, PER_UTT
 
 __all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
            "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
@@ -325,9 +326,6 @@ def read_parts(path: str | os.PathLike) -> dict[str, list[str]]:
     return out
 
 
-PER_UTT = "per_utt.jsonl"
-
-
 def parts_of_set(long_dir: str | os.PathLike, parts_path: str | os.PathLike | None = None
                  ) -> dict[str, list[str]] | None:
     """The parts of an evaluated long set ``long_dir`` (``run/eval/<set>``): from ``parts_path``
@@ -336,7 +334,7 @@ def parts_of_set(long_dir: str | os.PathLike, parts_path: str | os.PathLike | No
     run whose manifest lives in another machine's cache)."""
     if parts_path is not None:
         return read_parts(parts_path)
-    meta = locate(Path(long_dir) / "buckets.meta.json")
+    meta = locate(Path(long_dir) / BUCKETS_META)
     try:
         manifest = Path(json.loads(meta.read_text(encoding="utf-8"))["manifest"])
     except (OSError, ValueError, KeyError, TypeError):

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from asr_pe.evaluation.in_context import InContextResult, pooled_in_context, read_parts, set_in_context
 from asr_pe.results_table import locate
+from asr_pe.run_folder import PER_UTT, result_dir
 
 __all__ = ["pool_sets", "run_ladder", "pool_runs", "dose_response_table", "choose_on_dev", "whole_rate"]
 
@@ -40,12 +41,12 @@ def run_ladder(run_dir: str | Path, index: Mapping[str, Any], pool: str, *, suff
     """Per (variant, rung): the in-context result of one run decoded with ``suffix`` (an inference
     setting's result folders, ``eval/<set><suffix>``). The alone decodings are those with the same
     suffix where the run has them, else the plain ones."""
-    eval_dir = locate(Path(run_dir) / "eval")
+    run_dir = locate(Path(run_dir))              # an archived run: its folder written out from the table
     alone, sets = pool_sets(index, pool)
-    alone_dir = eval_dir / f"{Path(alone).stem}{suffix}"
-    if not (alone_dir / "per_utt.jsonl").is_file():
-        alone_dir = eval_dir / Path(alone).stem
-    return {key: set_in_context(eval_dir / f"{Path(path).stem}{suffix}", alone_dir, read_parts(path),
+    alone_dir = result_dir(run_dir, Path(alone).stem, suffix)
+    if not (alone_dir / PER_UTT).is_file():
+        alone_dir = result_dir(run_dir, Path(alone).stem)
+    return {key: set_in_context(result_dir(run_dir, Path(path).stem, suffix), alone_dir, read_parts(path),
                                 metric=metric, n_boot=n_boot, seed=seed)
             for key, path in sorted(sets.items())}
 

@@ -49,10 +49,10 @@ import numpy as np
 
 from asr_pe.io import read_jsonl
 from asr_pe.results_table import locate
+from asr_pe.run_folder import PER_UTT
 
 __all__ = ["PER_UTT", "METRIC_KEYS", "read_errors", "length_ratio_ci", "difference_ci"]
 
-PER_UTT = "per_utt.jsonl"
 METRIC_KEYS = {"wer": ("errors", "ref_words"), "cer": ("char_errors", "ref_chars")}
 _MAX_ELEMENTS = 2_000_000   # draws x utterances per chunk of the bootstrap
 

@@ -1,2 +1,2 @@
-"""Inference over long recordings: full-context encoding in query blocks (``long_form``) and
+"""Inference over long recordings: full-context encoding in query blocks (``full_context``) and
 chunked encoding with overlap (``chunked``)."""

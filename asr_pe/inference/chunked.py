@@ -6,12 +6,12 @@ only its centre is kept, and the centres are concatenated. Every encoder frame i
 exactly one chunk, so nothing is lost or duplicated, and each kept frame (away from the ends)
 had at least ``overlap_s`` of context on both sides. This is how toolkits that cannot run
 full context transcribe long audio (e.g. NeMo's buffered/chunked inference,
-ESPnet's streaming-style long-form decoding); the study compares it with ``long_form``.
+ESPnet's streaming-style long-form decoding); the study compares it with ``full_context``.
 
 Frame alignment with the front end: the chunks are cut on the *encoder* frame grid, after
 the front end. The front end (a strided conv stack, total stride S, receptive field R; Conv2d
 4x: S = 4, R = 7 feature frames) is run over the whole recording exactly —
-``long_form.frontend_in_chunks``, in time pieces that overlap by R − S frames — so encoder
+``full_context.frontend_in_chunks``, in time pieces that overlap by R − S frames — so encoder
 frame t always comes from feature frames [S·t, S·t + R), whichever chunk it lands in (an
 optional context conv, ``context_kernel``, then runs once over all encoder frames). A
 chunk [s, e) of encoder frames therefore corresponds to feature frames [S·s, S·(e − 1) + R),
@@ -32,7 +32,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .long_form import DEFAULT_FRONTEND_CHUNK, frontend_in_chunks
+from .full_context import DEFAULT_FRONTEND_CHUNK, frontend_in_chunks
 
 
 class Window(NamedTuple):

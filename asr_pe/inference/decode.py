@@ -1,6 +1,6 @@
 """Decode one batch of a trained model: CTC greedy / beam, or the attention decoder.
 
-``decode_batch`` is shared by evaluation (``asr_pe.training.evaluate``) and ``transcribe.py``;
+``decode_batch`` is shared by evaluation (``asr_pe.evaluation.pipeline``) and ``transcribe.py``;
 ``encode`` lets either replace ``model.encode`` with a long-form encoder (`make_encode_fn`).
 """
 

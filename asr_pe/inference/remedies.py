@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from asr_pe.models.positional.rope import RoPE, RopeScaling
+from asr_pe.run_folder import run_info_path
 
 ROPE_SCALINGS = {"rope_pi": "pi", "rope_ntk": "ntk", "rope_yarn": "yarn"}
 REMEDIES = ("window", "logit_scale", *ROPE_SCALINGS)
@@ -97,7 +98,7 @@ def per_utterance(remedies: list[Remedy]) -> bool:
 
 def run_train_seconds(run_dir: str | Path) -> float:
     """L_tr of a run: the longest training input, ``train_max_duration`` of its run_info.json."""
-    path = Path(run_dir) / "run_info.json"
+    path = run_info_path(run_dir)
     try:
         value = json.loads(path.read_text(encoding="utf-8")).get("train_max_duration")
     except (OSError, ValueError):

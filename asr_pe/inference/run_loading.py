@@ -1,6 +1,6 @@
 """Load a trained run: its saved config, tokenizer, CMVN, feature extractor and model.
 
-``load_run(run_dir, checkpoint, device)`` is what evaluation (``asr_pe.training.evaluate``),
+``load_run(run_dir, checkpoint, device)`` is what evaluation (``asr_pe.evaluation.pipeline``),
 ``transcribe.py`` and the analysis scripts use to rebuild a model from its run directory. The
 model is built with `asr_pe.models.asr.model_kwargs` from the run's own ``config.yaml`` and its
 weights are read with ``torch.load(..., weights_only=True)``.
@@ -18,6 +18,7 @@ from asr_pe.data.features import FbankExtractor, GlobalCMVN
 from asr_pe.errors import ConfigError
 from asr_pe.data.tokenizer import load_tokenizer
 from asr_pe.models.asr import MODEL_CONFIG_SECTIONS, build_asr_model, frontend_from_config, model_kwargs
+from asr_pe.run_folder import CMVN, TOKENIZER, find_checkpoint, read_config
 
 from .device import resolve_device
 
@@ -49,11 +50,8 @@ def load_checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
 
 
 def load_run_config(run_dir: str | Path) -> DictConfig:
-    """The run's saved ``config.yaml``."""
-    cfg_path = Path(run_dir) / "config.yaml"
-    if not cfg_path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
-    return OmegaConf.load(cfg_path)
+    """The run's saved ``config.yaml`` (`asr_pe.run_folder.read_config`)."""
+    return read_config(run_dir)
 
 
 def model_config(cfg: DictConfig) -> dict[str, Any]:
@@ -90,12 +88,8 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "cpu")
     run_dir = Path(run_dir)
     cfg = load_run_config(run_dir)
     device = resolve_device(device)
-    ckpt_dir = run_dir / "checkpoints"
-    candidates = [ckpt_dir / f"{checkpoint}.ckpt"] + ([ckpt_dir / "last.ckpt"] if checkpoint == "best" else [])
-    ckpt = next((p for p in candidates if p.exists()), None)
-    if ckpt is None:
-        raise FileNotFoundError(f"no checkpoint {checkpoint!r} in {ckpt_dir} (looked for {[p.name for p in candidates]})")
-    tokenizer = load_tokenizer(run_dir / "tokenizer.json")
+    ckpt = find_checkpoint(run_dir, checkpoint)
+    tokenizer = load_tokenizer(run_dir / TOKENIZER)
     plain = model_config(cfg)
     model = build_asr_model(**model_kwargs(plain, tokenizer.vocab_size))
     missing, unexpected = model.load_state_dict(load_checkpoint_state(ckpt), strict=False)
@@ -104,7 +98,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "cpu")
                            f"unexpected {unexpected[:5]}")
     model.to(device).eval()
     features = FbankExtractor(**plain["data"]["features"])
-    return cfg, model, tokenizer, features, GlobalCMVN.load(run_dir / "cmvn.json"), ckpt
+    return cfg, model, tokenizer, features, GlobalCMVN.load(run_dir / CMVN), ckpt
 
 
 __all__ = ["CheckpointError", "encoder_frames_fn", "load_checkpoint_state", "read_checkpoint", "load_run", "load_run_config", "model_config"]

@@ -24,7 +24,7 @@ from asr_pe.errors import ConfigError
 from .chunked import encode_chunked
 from .decode import check_decode_settings, decode_batch
 from .device import resolve_device
-from .long_form import encode_full, resolve_block_size
+from .full_context import encode_full, resolve_block_size
 from .remedies import check_remedies, parse_remedies, remedies_applied, remedy_label, run_train_seconds
 from .run_loading import encoder_frames_fn, load_run, load_run_config
 

@@ -23,8 +23,9 @@ import numpy as np
 from asr_pe.evaluation.in_context import InContextError, InContextResult
 from asr_pe.evaluation.ladder_report import Key, pool_runs, pool_sets, run_ladder
 from asr_pe.results_table import logical_path
+from asr_pe.run_folder import PER_UTT, result_dir, run_label
 
-from .wer_vs_length import find_run_dirs, read_run_info, run_label, save_figure
+from .wer_vs_length import find_run_dirs, read_run_info, save_figure
 
 __all__ = ["ladder_series", "plot_dose_response", "dose_response_markdown"]
 
@@ -40,7 +41,7 @@ def ladder_series(paths: Iterable[str | os.PathLike], index: Mapping[str, Any], 
     missing = []
     for run_dir in find_run_dirs(paths):
         names = [Path(m).stem + suffix for m in sets.values()]
-        if not all((run_dir / "eval" / n / "per_utt.jsonl").is_file() for n in names):
+        if not all((result_dir(run_dir, n) / PER_UTT).is_file() for n in names):
             missing.append(str(logical_path(run_dir)))
             continue
         by_label.setdefault(run_label(read_run_info(run_dir)), []).append(

@@ -27,6 +27,7 @@ from asr_pe.evaluation.in_context import (InContextResult, parts_of_set, pooled_
                                           set_in_context)
 from asr_pe.evaluation.length_ratio import length_ratio_ci
 from asr_pe.results_table import logical_path
+from asr_pe.run_folder import PER_UTT, result_dir
 
 from .wer_vs_length import RunResult, aggregate, format_value, load_runs
 
@@ -54,9 +55,9 @@ def label_in_context(paths: Iterable[str | os.PathLike], *, long_set: str, alone
     grouped: dict[str, list[tuple[RunResult, InContextResult, dict]]] = {}
     skipped = []
     for r in runs:
-        long_dir, alone_dir = r.run_dir / "eval" / long_set, r.run_dir / "eval" / alone_set
+        long_dir, alone_dir = result_dir(r.run_dir, long_set), result_dir(r.run_dir, alone_set)
         parts = parts_of_set(long_dir, parts_path)
-        if parts is None or not (long_dir / "per_utt.jsonl").is_file() or not (alone_dir / "per_utt.jsonl").is_file():
+        if parts is None or not (long_dir / PER_UTT).is_file() or not (alone_dir / PER_UTT).is_file():
             skipped.append(str(logical_path(r.run_dir)))
             continue
         res = set_in_context(long_dir, alone_dir, parts, metric=metric, n_boot=n_boot, seed=seed)
@@ -99,8 +100,8 @@ def _cross_cell(short_runs: dict, item: LabelInContext, ref_bucket: str, metric:
     ratio = long_rate / series.value[ref_bucket]
     by_dir = {r.run_dir: r for r in series.runs}
     pairs = [(by_dir[r.run_dir], r) for r in item.runs if r.run_dir in by_dir]
-    ci = length_ratio_ci([s.run_dir / "eval" / s.test_set for s, _ in pairs],
-                         [lr.run_dir / "eval" / lr.test_set for _, lr in pairs],
+    ci = length_ratio_ci([result_dir(s.run_dir, s.test_set) for s, _ in pairs],
+                         [result_dir(lr.run_dir, lr.test_set) for _, lr in pairs],
                          ref_lo=series.lo[ref_bucket], ref_hi=series.hi[ref_bucket], metric=metric,
                          n_boot=n_boot, parts=item.parts) if len(pairs) == len(item.runs) else None
     return _ratio_text(ratio, *(ci if ci else (math.nan, math.nan)))

@@ -45,11 +45,12 @@ from typing import Iterable, Sequence
 from asr_pe.evaluation.buckets import read_bucket_csv
 from asr_pe.evaluation.length_ratio import difference_ci, length_ratio_ci
 from asr_pe.results_table import locate
+from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, eval_dir, result_dir, run_label
 
 from .in_context_table import in_context_cell, label_in_context
 from .wer_vs_length import (
     ALL_LABEL, LabelSeries, RunResult, _eval_meta, aggregate, all_buckets, ci_cell, find_run_dirs, format_value,
-    load_runs, read_run_info, run_label,
+    load_runs, read_run_info,
 )
 
 ATTENTION_CSV = Path("attention_stats") / "attention_stats.csv"
@@ -81,8 +82,8 @@ def ratio_ci(short: LabelSeries, long: LabelSeries, ref_bucket: str, long_bucket
     if not pairs or n_boot <= 0:
         return None
     lo_long, hi_long = (0.0, math.inf) if long_bucket == ALL_LABEL else (long.lo[long_bucket], long.hi[long_bucket])
-    return length_ratio_ci([r.run_dir / "eval" / r.test_set for r, _ in pairs],
-                           [lr.run_dir / "eval" / lr.test_set for _, lr in pairs],
+    return length_ratio_ci([result_dir(r.run_dir, r.test_set) for r, _ in pairs],
+                           [result_dir(lr.run_dir, lr.test_set) for _, lr in pairs],
                            ref_lo=short.lo[ref_bucket], ref_hi=short.hi[ref_bucket],
                            long_lo=lo_long, long_hi=hi_long, metric=metric, n_boot=n_boot, parts=parts)
 
@@ -240,8 +241,8 @@ def _difference_cell(a: LabelSeries, b: LabelSeries, bucket: str, metric: str, n
     if bucket not in a.value or bucket not in b.value:
         return "–"
     lo, hi = (0.0, math.inf) if bucket == ALL_LABEL else (a.lo[bucket], a.hi[bucket])
-    d = difference_ci([r.run_dir / "eval" / r.test_set for r in a.runs],
-                      [r.run_dir / "eval" / r.test_set for r in b.runs],
+    d = difference_ci([result_dir(r.run_dir, r.test_set) for r in a.runs],
+                      [result_dir(r.run_dir, r.test_set) for r in b.runs],
                       lo=lo, hi=hi, metric=metric, n_boot=n_boot)
     if d is None:        # no per-utterance scores, or different utterances: the plain difference
         return f"{a.value[bucket] - b.value[bucket]:+.2f}"
@@ -286,18 +287,18 @@ def _remedy_results(run_dir: Path, short_set: str, long_set: str) -> list[tuple[
     chunked inference: ``chunked``), with the run's training remedy in front."""
     info = read_run_info(run_dir)
     out = []
-    for folder in sorted((run_dir / "eval").glob(f"{short_set}*/buckets.csv")):
+    for folder in sorted(eval_dir(run_dir).glob(f"{short_set}*/{BUCKETS_CSV}")):
         suffix = folder.parent.name[len(short_set):]
         if suffix and not suffix.startswith("_"):
             continue  # another set whose name starts alike (test_long...)
         results = []
         for name in (short_set, long_set):
-            path = run_dir / "eval" / f"{name}{suffix}" / "buckets.csv"
+            path = result_dir(run_dir, name, suffix) / BUCKETS_CSV
             if not path.is_file():
                 results.append(None)
                 continue
             decode, remedy = _eval_meta(path)
-            meta_path = path.with_name("buckets.meta.json")
+            meta_path = path.with_name(BUCKETS_META)
             meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
             if meta.get("mode") == "chunked":
                 remedy = "+".join(r for r in (remedy, f"chunked:{meta.get('chunk_s', 0):g}") if r)

@@ -48,6 +48,8 @@ import numpy as np
 from asr_pe.evaluation.buckets import ALL_LABEL, atomic_write_text, read_bucket_csv
 from asr_pe.io import atomic_path
 from asr_pe.results_table import expand_run_paths, locate, logical_path
+from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, RUN_INFO, is_run_dir, result_dir, result_names, run_label
+from asr_pe.run_folder import read_run_info as _read_run_info
 
 __all__ = ["RunResult", "LabelSeries", "RunDirError", "find_run_dirs", "test_sets_of", "load_runs",
            "aggregate", "reference_bucket", "long_csv", "markdown_report", "plot_series",
@@ -56,7 +58,6 @@ __all__ = ["RunResult", "LabelSeries", "RunDirError", "find_run_dirs", "test_set
 log = logging.getLogger(__name__)
 
 METRICS = ("wer", "cer")
-RUN_INFO = "run_info.json"
 CSV_KEYS = ("label", "pe", "loss", "encoder", "remedy", "seed", "test_set", "bucket", "lo", "hi",
             "mean_duration", "utterances", "wer", "wer_ci_low", "wer_ci_high", "cer",
             "cer_ci_low", "cer_ci_high", "run_dir")
@@ -142,7 +143,7 @@ def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     for p in paths:
         p = Path(p)
         archived = expand_run_paths(p)
-        if (p / RUN_INFO).is_file():
+        if is_run_dir(p):
             found.append(p.resolve())
         elif p.is_dir():
             # a run folder on disk wins over the same run in a table (archived, then evaluated again)
@@ -157,26 +158,15 @@ def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return list(dict.fromkeys(found))           # a run reached twice counts once
 
 
-def run_label(info: dict) -> str:
-    """``pe/loss`` as run_info.json records it (its ``label``), before any decoding suffix."""
-    return str(info.get("label") or f"{info.get('pe', '?')}/{info.get('loss', '?')}")
-
-
 def read_run_info(run_dir: Path) -> dict:
-    path = locate(Path(run_dir) / RUN_INFO)
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise RunDirError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
-    if not isinstance(info, dict):
-        raise RunDirError(f"{path}:1: expected a JSON object")
-    return info
+    """The run's ``run_info.json``; a bad one is a `RunDirError` naming the file and line."""
+    return _read_run_info(locate(Path(run_dir)), error=RunDirError)
 
 
 def _eval_meta(csv_path: Path) -> tuple[str | None, str | None]:
     """(decode method, inference remedy) evaluate.py recorded beside ``buckets.csv``; None for
     what the sidecar lacks (or without one)."""
-    path = csv_path.with_name("buckets.meta.json")
+    path = csv_path.with_name(BUCKETS_META)
     if not path.is_file():
         return None, None
     try:
@@ -192,7 +182,7 @@ def _eval_meta(csv_path: Path) -> tuple[str | None, str | None]:
 
 def test_sets_of(run_dir: Path) -> list[str]:
     """Names of ``eval/<name>/`` folders of a run that hold a buckets.csv."""
-    return sorted(p.parent.name for p in locate(Path(run_dir) / "eval").glob("*/buckets.csv"))
+    return result_names(locate(Path(run_dir)))
 
 
 def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
@@ -214,7 +204,7 @@ def load_runs(paths: Iterable[str | os.PathLike], test_set: str | None = None
         test_set = names[0]
     runs, missing = [], []
     for d in run_dirs:
-        csv_path = d / "eval" / test_set / "buckets.csv"
+        csv_path = result_dir(d, test_set) / BUCKETS_CSV
         if not csv_path.is_file():
             missing.append(str(logical_path(d)))
             continue

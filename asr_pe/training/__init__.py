@@ -1,4 +1,4 @@
-"""Lightning + Hydra wiring: data module, Lightning module, ``train(cfg)``, ``evaluate_run``.
+"""Lightning + Hydra wiring: data module, Lightning module, ``train(cfg)``, the corpus located by Hydra.
 
 Importing this package registers the OmegaConf resolver ``pe_label`` used by the configs
 (``${pe_label:${pe}}`` → ``rope``, ``cape+rope``, …) and ``hydra_output_subdir`` (where Hydra
@@ -7,7 +7,9 @@ records a start's config in the run folder).
 
 from omegaconf import OmegaConf
 
-from .run_dir import hydra_output_subdir, pe_label
+from asr_pe.run_folder import pe_label
+
+from .run_dir import hydra_output_subdir
 
 if not OmegaConf.has_resolver("pe_label"):
     OmegaConf.register_new_resolver("pe_label", lambda pe: pe_label(pe))

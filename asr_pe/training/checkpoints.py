@@ -25,12 +25,11 @@ from typing import Any
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from .provenance import checkpoint_step as stored_step
+from asr_pe.evaluation.provenance import checkpoint_step as stored_step
+from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, LAST, checkpoint_dir
 
 log = logging.getLogger(__name__)
 
-LAST = "last"
-BEST = "best"
 BEST_MONITOR = "val/cer"
 
 
@@ -92,7 +91,7 @@ class BestCheckpoint(_RunCheckpoint):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         # The saved paths name the folder the run was in then; the file is ours wherever it is now.
-        here = str(Path(self.dirpath) / f"{BEST}.ckpt")
+        here = str(Path(self.dirpath) / f"{BEST}{CHECKPOINT_SUFFIX}")
         score = state_dict.get("best_model_score")
         self.best_model_score = score
         self.best_model_path = here if score is not None else ""
@@ -103,7 +102,7 @@ class BestCheckpoint(_RunCheckpoint):
 
 
 def run_checkpoints(run_dir: Path, every_n_train_steps: int) -> list[ModelCheckpoint]:
-    ckpt_dir = Path(run_dir) / "checkpoints"
+    ckpt_dir = checkpoint_dir(run_dir)
     return [LastCheckpoint(ckpt_dir, every_n_train_steps), BestCheckpoint(ckpt_dir)]
 
 
@@ -123,10 +122,11 @@ def resume_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
     """The newest readable resume point of the run: ``last.ckpt``, or a ``last-v<k>.ckpt`` that an
     older version of the toolkit (Lightning's version counter) wrote, by stored step; ties go to
     ``last.ckpt``. None when the run has no checkpoint."""
-    ckpt_dir = Path(run_dir) / "checkpoints"
+    ckpt_dir = checkpoint_dir(run_dir)
     if not ckpt_dir.is_dir():
         return None
-    candidates = sorted(ckpt_dir.glob(f"{LAST}*.ckpt"), key=lambda p: (p.name != f"{LAST}.ckpt", p.name))
+    candidates = sorted(ckpt_dir.glob(f"{LAST}*{CHECKPOINT_SUFFIX}"),
+                        key=lambda p: (p.name != f"{LAST}{CHECKPOINT_SUFFIX}", p.name))
     best: tuple[Path, int] | None = None
     for path in candidates:
         step = checkpoint_step(path)

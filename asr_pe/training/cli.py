@@ -21,12 +21,12 @@ from asr_pe.data.audio import AudioError
 from asr_pe.data.manifest import ManifestError
 from asr_pe.data.tokenizer import TokenizerError
 from asr_pe.errors import ConfigError
+from asr_pe.evaluation.settings import EvalSettingsError
 from asr_pe.inference.device import DeviceError
 from asr_pe.models.encoder import EncoderConfigError
 from asr_pe.models.positional import UnknownPEError
 from asr_pe.models.positional.learned import PositionLimitError
 
-from .evaluate import EvalSettingsError
 from .resume import ResumeError
 from .run_dir import PreparedDataMismatch, ResumeConflict
 from .run_lock import RunInUseError

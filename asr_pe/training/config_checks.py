@@ -1,6 +1,6 @@
 """Config values and input files checked before any expensive work.
 
-``train.py`` and ``evaluate.py`` call these first, so that a value that cannot work is one
+``train.py`` calls these first, so that a value that cannot work is one
 line naming the key and what to do (``ConfigError``, printed by ``friendly_errors``, exit 2)
 instead of a traceback after the corpus was prepared, the model loaded or hours of training
 ran (a bad ``decode.method`` used to surface only in the evaluation after training):
@@ -8,9 +8,10 @@ ran (a bad ``decode.method`` used to surface only in the evaluation after traini
 - `check_train_config`: the PE combination given on the command line, ``optim.*``,
   ``trainer.*`` (keys against ``lightning.Trainer``'s signature, a GPU accelerator without a
   GPU), ``decode.*`` against the loss, ``eval.*``;
-- `check_resume_checkpoint`: the checkpoint a resumed run would load is a readable file;
-- `check_eval_inputs`: ``decode.*`` against the run's loss, every test set's audio against its
-  manifest (`asr_pe.data.audio_checks.scan_audio`) and against a learned PE's table.
+- `check_resume_checkpoint`: the checkpoint a resumed run would load is a readable file.
+
+The evaluation's own checks (its inputs, its settings) are `asr_pe.evaluation.input_checks` and
+`asr_pe.evaluation.settings`.
 """
 
 from __future__ import annotations
@@ -25,11 +26,9 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from asr_pe.data.audio_checks import scan_audio
-from asr_pe.data.manifest import Utterance
 from asr_pe.errors import ConfigError
 from asr_pe.inference.decode import check_decode_settings
-from asr_pe.inference.run_loading import encoder_frames_fn, read_checkpoint
+from asr_pe.inference.run_loading import read_checkpoint
 
 # trainer keys that train() sets itself: given in trainer.* they would collide
 TRAINER_KEYS_SET_BY_TRAIN = ("default_root_dir", "callbacks", "logger", "use_distributed_sampler", "plugins")
@@ -168,7 +167,7 @@ def check_trainer(trainer: Mapping[str, Any]) -> None:
 def check_train_config(cfg: DictConfig) -> None:
     """Every check of the training config that needs neither data nor model (``ConfigError``,
     ``EvalSettingsError``); called first thing by ``train()``."""
-    from .evaluate import eval_settings
+    from asr_pe.evaluation.settings import eval_settings
 
     pe_list = _pe_list_from_command_line()
     if pe_list is not None:
@@ -188,48 +187,5 @@ def check_resume_checkpoint(ckpt: str | Path | None) -> None:
                              "or start a fresh run")
 
 
-# ---------------------------------------------------------------------------------------------
-# evaluation
-
-
-def check_learned_pe_table(run_cfg: DictConfig, test_utts: Mapping[str, list[Utterance]],
-                           settings: Mapping[str, Any], run_dir: str | Path) -> None:
-    """A learned PE with ``policy: error`` stops at the first input past its table; say so
-    before decoding, naming the longest such utterance and the keys that change it."""
-    pe = _plain(run_cfg.get("pe")) or {}
-    spec = pe.get("input") or {}
-    if spec.get("name") != "learned" or spec.get("policy", "error") != "error":
-        return
-    max_len = int(spec.get("max_len", 2048))
-    frames = encoder_frames_fn(run_cfg)
-    window_s = None
-    if settings.get("mode") == "chunked":
-        window_s = float(settings["chunk_s"]) + 2 * float(settings["overlap_s"])  # what one pass sees
-    for name, utts in test_utts.items():
-        longest = max(utts, key=lambda u: u.duration)
-        seen_s = longest.duration if window_s is None else min(longest.duration, window_s)
-        n = frames(seen_s)
-        if n > max_len:
-            where = longest.source or f"utterance {longest.id!r}"
-            limit_s = 60.0 * max_len / frames(60.0)  # the table's length in seconds
-            raise ConfigError(
-                f"{where}: utterance {longest.id!r} of test set {name!r} ({seen_s:.1f} s = {n} encoder frames) is past "
-                f"the run's learned PE table (pe.input.max_len={max_len}, about {limit_s:.3g} s, pe.input.policy=error); "
-                f"leave the set out (data.test=...), use eval.mode=chunked with chunk_s + 2*overlap_s under "
-                f"{limit_s:.3g} s, or set pe.input.policy=clamp or wrap in {Path(run_dir) / 'config.yaml'}")
-
-
-def check_eval_inputs(run_cfg: DictConfig, decode: Mapping[str, Any], test_utts: Mapping[str, list[Utterance]],
-                      settings: Mapping[str, Any], run_dir: str | Path) -> None:
-    """Before the model is loaded: the decoding settings against the run's loss, each test set's
-    audio against its manifest (one summary per set), a learned PE's table against the longest
-    utterance."""
-    check_decode_settings(decode, ctc_weight=float(run_cfg.loss.get("ctc_weight", 1.0)))
-    sample_rate = int(run_cfg.data.features.sample_rate)
-    for name, utts in test_utts.items():
-        scan_audio(utts, sample_rate=sample_rate, name=name)
-    check_learned_pe_table(run_cfg, test_utts, settings, run_dir)
-
-
-__all__ = ["check_eval_inputs", "check_learned_pe_table", "check_optim", "check_pe_combination",
+__all__ = ["check_optim", "check_pe_combination",
            "check_resume_checkpoint", "check_train_config", "check_trainer", "pe_stage"]

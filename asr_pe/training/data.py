@@ -24,6 +24,7 @@ from asr_pe.data.features import FbankExtractor, GlobalCMVN, SpecAugment
 from asr_pe.data.manifest import Utterance, read_manifest
 from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.data.tokenizer import Tokenizer, build_tokenizer, load_tokenizer
+from asr_pe.run_folder import CMVN, TOKENIZER
 
 log = logging.getLogger(__name__)
 
@@ -62,28 +63,6 @@ def resolve_manifests(data_cfg: DictConfig) -> dict[str, Any]:
             raise e.__cause__ from None
         raise
     return normalise_manifests(corpus)
-
-
-def resolve_test_sets(data_cfg: DictConfig, manifests: Mapping[str, Any]) -> dict[str, str]:
-    """``data.test``: null (every test set of the corpus), a name, a path, or a list/mapping."""
-    sel = data_cfg.get("test")
-    if sel is None:
-        return dict(manifests["test"])
-    if isinstance(sel, (DictConfig, Mapping)):
-        return {str(k): str(v) for k, v in sel.items()}
-    items = [sel] if isinstance(sel, str) else list(sel)
-    out = {}
-    for item in items:
-        if item in manifests["test"]:
-            out[item] = manifests["test"][item]
-        elif Path(item).exists():
-            out[Path(item).stem] = str(item)
-        else:
-            raise FileNotFoundError(
-                f"data.test={item!r} is neither a test set of this corpus "
-                f"({sorted(manifests['test'])}) nor an existing manifest file"
-            )
-    return out
 
 
 def read_manifests(paths: list[str]) -> list[Utterance]:
@@ -137,7 +116,7 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     report["audio"] = {split: scan_audio(utts, sample_rate=int(data_cfg.features.sample_rate), name=split).summary()
                        for split, utts in (("train", train), ("dev", dev)) if utts}
 
-    tok_path = run_dir / "tokenizer.json"
+    tok_path = run_dir / TOKENIZER
     if tok_path.exists():
         tokenizer = load_tokenizer(tok_path)
     else:
@@ -147,7 +126,7 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
         tokenizer.save(tok_path)
 
     features = feature_extractor(data_cfg)
-    cmvn_path = run_dir / "cmvn.json"
+    cmvn_path = run_dir / CMVN
     if cmvn_path.exists():
         cmvn = GlobalCMVN.load(cmvn_path)
     else:

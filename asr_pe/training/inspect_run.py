@@ -13,7 +13,8 @@ from omegaconf import DictConfig
 from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Utterance, read_manifest
 from asr_pe.errors import ConfigError
-from asr_pe.training.data import resolve_manifests, resolve_test_sets
+from asr_pe.evaluation.pipeline import resolve_test_sets
+from asr_pe.training.data import resolve_manifests
 
 __all__ = ["run_test_sets", "find_utterance", "cropped_duration", "utterance_features", "encode_with_attention"]
 

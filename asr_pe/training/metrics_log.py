@@ -15,8 +15,8 @@ import io
 from pathlib import Path
 
 from asr_pe.io import atomic_write_text
+from asr_pe.run_folder import METRICS, logs_dir
 
-METRICS = "metrics.csv"
 
 
 def _parts(logs: Path) -> list[Path]:
@@ -51,7 +51,7 @@ def _step(row: dict) -> float:
 def set_aside_metrics(run_dir: Path, resume_step: int) -> None:
     """Before a resumed fit: the rows so far (every part and ``metrics.csv``), less those of steps
     ``>= resume_step``, become ``logs/metrics.part0.csv``; ``metrics.csv`` is left for the fit."""
-    logs = Path(run_dir) / "logs"
+    logs = logs_dir(run_dir)
     files = _parts(logs) + ([logs / METRICS] if (logs / METRICS).exists() else [])
     if not files:
         return
@@ -65,7 +65,7 @@ def set_aside_metrics(run_dir: Path, resume_step: int) -> None:
 
 def merge_metrics(run_dir: Path) -> None:
     """Write ``logs/metrics.csv`` as all parts in order (union of columns), atomically."""
-    logs = Path(run_dir) / "logs"
+    logs = logs_dir(run_dir)
     parts = _parts(logs)
     if not parts:
         return

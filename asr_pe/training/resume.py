@@ -26,17 +26,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.io import atomic_write_json
+from asr_pe.run_folder import RESUMES, RUN_CONTENT, checkpoint_dir, config_path, eval_done
 
 from .checkpoints import resume_checkpoint
 from .config_checks import check_resume_checkpoint
-from .run_dir import MODEL_SECTIONS, check_resume_compatible, eval_done
+from .run_dir import MODEL_SECTIONS, check_resume_compatible
 
 RESUME_VALUES = ("true", "false", "auto")
-# Files and folders only a run writes (Hydra's own `.hydra/` and `<job>.log` are not among them:
-# Hydra writes them into the folder before the run starts).
-RUN_CONTENT = ("config.yaml", "run_info.json", "checkpoints", "tokenizer.json", "cmvn.json", ".data_ready.json",
-               "logs", "eval")
-RESUMES_FILE = "resumes.json"   # one entry per resume: step, checkpoint, settings changed
 
 _ABSENT = object()
 EVERYTHING = "*"   # a command line whose keys cannot be listed (a global-package group such as experiment=)
@@ -107,7 +103,7 @@ def resumed_config(cfg: DictConfig, run_dir: Path, keys: set[str] | str) -> Dict
     touch are the saved ones; the trainer, optimiser and evaluation sections get options added
     since the run was saved (from ``cfg``'s defaults); the model and data sections stay exactly as
     trained."""
-    saved_path = Path(run_dir) / "config.yaml"
+    saved_path = config_path(run_dir)
     if keys == EVERYTHING or not saved_path.exists():
         return cfg
     saved = OmegaConf.to_container(OmegaConf.load(saved_path))
@@ -171,7 +167,7 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
     found = resume_checkpoint(run_dir)
     if found is None and resume is not False:
         # checkpoints there, none readable: resuming would silently start over; name the file
-        for damaged in sorted((run_dir / "checkpoints").glob("last*.ckpt")):
+        for damaged in sorted(checkpoint_dir(run_dir).glob("last*.ckpt")):
             check_resume_checkpoint(damaged)
     if resume == "auto" and eval_done(run_dir):
         return StartPlan(skip=True)
@@ -185,7 +181,7 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
     if resume is True and found is None:
         raise ResumeError(f"resume=true, but {run_dir} holds no checkpoint to continue from "
                           f"(checkpoints/last.ckpt); start it with resume=auto or resume=false")
-    has_config = (run_dir / "config.yaml").exists()
+    has_config = config_path(run_dir).exists()
     if found is not None and not has_config:
         raise ResumeError(
             f"cannot resume {run_dir}: it has a checkpoint but no config.yaml, so the settings the "
@@ -218,7 +214,7 @@ def record_resume(run_dir: Path, plan: StartPlan, changed: dict[str, list]) -> N
     """Append this resume to ``resumes.json``: where it continued and which settings changed."""
     import json
 
-    path = Path(run_dir) / RESUMES_FILE
+    path = Path(run_dir) / RESUMES   # one entry per resume: step, checkpoint, settings changed
     try:
         entries = json.loads(path.read_text())
     except (OSError, ValueError):

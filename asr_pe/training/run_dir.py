@@ -1,14 +1,16 @@
-"""The run directory: where it is, whether it is finished, and what may change on resume."""
+"""The run directory as training uses it: where it is (Hydra's output folder), what may change on
+resume, and the data preparation that rank 0 does first. Its layout and the files other layers
+read (config, run_info, checkpoints, eval/) are `asr_pe.run_folder`."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.io import atomic_write_json
+from asr_pe.run_folder import CONFIG, DATA_READY, HYDRA, PREPARED_FILES, config_path, has_checkpoints
 
 # Sections that define the model and its data; a resumed run must not change them.
 MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
@@ -36,81 +38,14 @@ def hydra_output_subdir(output_dir: str) -> str:
     folder (a resume), so the record of how the run was first launched is never overwritten."""
     import time
 
-    first = Path(output_dir) / ".hydra"
-    if not (first / "config.yaml").exists():
-        return ".hydra"
+    first = Path(output_dir) / HYDRA
+    if not (first / CONFIG).exists():
+        return HYDRA
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     sub, k = f"start-{stamp}", 1
     while (first / sub).exists():
         sub, k = f"start-{stamp}-{k}", k + 1
-    return f".hydra/{sub}"
-
-
-EVAL_DONE = Path("eval") / "done.json"   # written once the evaluation after training has finished
-EVAL_FILES = ("per_utt.jsonl", "buckets.csv", "buckets.md")
-
-
-def mark_eval_done(run_dir: Path, test_sets: list[str], checkpoint: dict | None = None) -> None:
-    """Record that the evaluation after training covered ``test_sets`` (see `eval_done`), with the
-    checkpoint record (`asr_pe.training.provenance.checkpoint_record`) it was computed from."""
-    atomic_write_json(Path(run_dir) / EVAL_DONE, {"test_sets": sorted(test_sets), "checkpoint": checkpoint})
-
-
-def clear_eval_done(run_dir: Path) -> None:
-    """Before training (more): the run is not finished until its new checkpoint is evaluated, so an
-    older marker must not survive a training that is stopped or fails."""
-    (Path(run_dir) / EVAL_DONE).unlink(missing_ok=True)
-
-
-def eval_done(run_dir: Path) -> bool:
-    """A run is finished when its evaluation after training completed: ``eval/done.json`` names
-    its test sets and each has its three files. The marker is written after the last set, so a
-    run killed between two test sets (``eval/test`` done, ``eval/longform`` not yet begun) is not
-    finished, and re-running it evaluates again instead of skipping it."""
-    marker = Path(run_dir) / EVAL_DONE
-    try:
-        sets = json.loads(marker.read_text())["test_sets"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    eval_dir = Path(run_dir) / "eval"
-    return bool(sets) and all((eval_dir / s / f).exists() for s in sets for f in EVAL_FILES)
-
-
-def pe_label(pe: Mapping[str, Any]) -> str:
-    """Label of a `pe` config: its name, or ``input+attention`` for a merged combination."""
-    stages = [pe.get(s) for s in ("input", "attention") if pe.get(s)]
-    if len(stages) == 2:
-        return "+".join(str(s.get("label", s["name"])) for s in stages)
-    return str(pe.get("name", "none"))
-
-
-def training_remedy(cfg: Mapping[str, Any]) -> str:
-    """The training-time length remedy of a run config, "" for none: ``posscale:<lo>-<hi>`` /
-    ``randpos:<s>`` (encoder.position_map), ``concat:<s>`` (data.concat_max_seconds), joined by '+'."""
-    parts = []
-    pmap = (cfg.get("encoder") or {}).get("position_map")
-    if pmap:
-        if pmap.get("kind") == "scale":
-            lo, hi = pmap.get("range")
-            parts.append(f"posscale:{float(lo):g}-{float(hi):g}")
-        elif pmap.get("kind") == "randomized":
-            parts.append(f"randpos:{float(pmap.get('max_seconds')):g}")
-    concat = (cfg.get("data") or {}).get("concat_max_seconds")
-    if concat:
-        parts.append(f"concat:{float(concat):g}")
-    return "+".join(parts)
-
-
-def run_label(cfg: Mapping[str, Any]) -> str:
-    """What result tables group a run's seeds by: ``<pe>/<loss>``, then its training remedy and
-    its study arm (``arm``) when set: ``rope/ctc posscale:1-32``, ``none/ctc [frontend70]``."""
-    label = f"{pe_label(cfg['pe'])}/{cfg['loss']['name']}"
-    remedy = training_remedy(cfg)
-    if remedy:
-        label += f" {remedy}"
-    if cfg.get("arm"):
-        label += f" [{cfg['arm']}]"
-    return label
+    return f"{HYDRA}/{sub}"
 
 
 class ResumeConflict(ValueError):
@@ -118,7 +53,7 @@ class ResumeConflict(ValueError):
 
 
 def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
-    saved_path = Path(run_dir) / "config.yaml"
+    saved_path = config_path(run_dir)
     if not saved_path.exists():
         return
     saved = OmegaConf.load(saved_path)
@@ -144,23 +79,12 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
             )
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
-    atomic_write_json(path, obj, sort_keys=True)
-
-
-DATA_READY = ".data_ready.json"  # written by rank 0 once the run's data files exist
-
-
 def data_key(cfg: DictConfig) -> str:
     """Identifies the data a run prepares (its resolved ``data`` section)."""
     import hashlib
 
     text = json.dumps(OmegaConf.to_container(cfg.data, resolve=True), sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()
-
-
-# What data preparation writes into the run folder and later launches reuse as they are.
-PREPARED_FILES = ("tokenizer.json", "cmvn.json")
 
 
 class PreparedDataMismatch(ValueError):
@@ -193,7 +117,7 @@ def check_prepared_data(run_dir: Path, key: str) -> None:
     except (OSError, ValueError):
         state = None
     if state is None or state.get("error"):
-        if (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").glob("*.ckpt")):
+        if has_checkpoints(run_dir):
             return  # a run from before the record existed: its model was trained on these files
         for name in present:
             (run_dir / name).unlink()

@@ -17,7 +17,7 @@ import socket
 import time
 from pathlib import Path
 
-LOCK_NAME = ".lock"
+from asr_pe.run_folder import LOCK
 
 _held: dict[Path, int] = {}  # run folder -> descriptor, for this process' life
 
@@ -32,7 +32,7 @@ def hold_run_lock(run_dir: Path) -> None:
     if run_dir in _held:
         return
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / LOCK_NAME
+    path = run_dir / LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -11,34 +11,35 @@ from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from asr_pe.io import atomic_write_text
+from asr_pe.evaluation.provenance import evaluated_checkpoint
+from asr_pe.run_folder import (
+    LOGS,
+    TENSORBOARD,
+    checkpoint_path,
+    clear_eval_done,
+    config_path,
+    mark_eval_done,
+    pe_label,
+    run_label,
+    training_remedy,
+    write_config,
+    write_run_info,
+)
 
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 
 from .checkpoint_io import RunFolderCheckpointIO
 from .checkpoints import remove_partial_writes, run_checkpoints
 from .config_checks import check_train_config
-from .data import ASRDataModule, loader_timeout_error, prepare_run_data
+from .data import ASRDataModule, loader_timeout_error, prepare_run_data, resolve_manifests
 from .logs import conventional_logging
 from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed
 from .resume_optim import ApplyOptimSettings
 from .run_lock import hold_run_lock
-from .provenance import evaluated_checkpoint
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
 from .stops import fit_or_stop, stop_callbacks
-from .run_dir import (
-    artifacts_key,
-    clear_eval_done,
-    data_key,
-    mark_eval_done,
-    pe_label,
-    prepare_on_rank_zero,
-    resolve_run_dir,
-    run_label,
-    training_remedy,
-    write_json_atomic,
-)
+from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +71,19 @@ def train(cfg: DictConfig) -> Path:
     check_train_config(cfg)  # values that cannot work: one line now, not a traceback after data or training
     run_dir = resolve_run_dir(cfg)
     resume = requeue_resume(parse_resume(cfg.get("resume", False)))  # a requeued SLURM job continues its run
-    saved_cfg = OmegaConf.load(run_dir / "config.yaml") if resume is not False and (run_dir / "config.yaml").exists() else None
+    saved_cfg = OmegaConf.load(config_path(run_dir)) if resume is not False and config_path(run_dir).exists() else None
     if saved_cfg is not None:  # resuming: the run's own config.yaml is the config
         cfg = resumed_config(cfg, run_dir, command_line_keys())
     run_dir.mkdir(parents=True, exist_ok=True)
     # The trainer first: it knows this process' rank (from the launcher's or SLURM's environment)
     # before any process group exists, and only rank 0 owns (locks and writes) the run folder.
     L.seed_everything(int(cfg.seed), workers=True)
-    loggers = [CSVLogger(run_dir, name="", version="logs"), TensorBoardLogger(run_dir, name="", version="tb")]
+    loggers = [CSVLogger(run_dir, name="", version=LOGS), TensorBoardLogger(run_dir, name="", version=TENSORBOARD)]
     trainer = L.Trainer(
         **OmegaConf.to_container(cfg.trainer, resolve=True),
         default_root_dir=run_dir,
         # + a SIGTERM stop saves last.ckpt and fails; too many non-finite skips fail (stops.py)
-        callbacks=_callbacks(cfg, run_dir) + stop_callbacks(cfg, run_dir / "checkpoints" / "last.ckpt"),
+        callbacks=_callbacks(cfg, run_dir) + stop_callbacks(cfg, checkpoint_path(run_dir)),
         logger=loggers,
         use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
         # under SLURM: its ranks, with submitit (not Lightning) requeuing; checkpoints atomic in the run folder
@@ -113,7 +114,7 @@ def train(cfg: DictConfig) -> Path:
             record_resume(run_dir, plan, changed)
             print(f"[asr_pe] resuming from {ckpt.name} (step {plan.step})"
                   + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changed.items())}" if changed else ""))
-        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        write_config(run_dir, cfg)
 
     uses_ctc = float(cfg.loss.get("ctc_weight", 1.0)) > 0
     plain_cfg = OmegaConf.to_container(cfg, resolve=True)
@@ -130,7 +131,7 @@ def train(cfg: DictConfig) -> Path:
     total_steps = int(cfg.trainer.max_steps) if int(cfg.trainer.get("max_steps", -1)) > 0 else None
     module = ASRModule(model, data.tokenizer, cfg.loss, cfg.optim, total_steps=total_steps)
     if zero:
-        write_json_atomic(run_dir / "run_info.json", {
+        write_run_info(run_dir, {
             "pe": pe_label(cfg.pe),
             "loss": cfg.loss.name,
             "encoder": cfg.encoder.kind,
@@ -164,10 +165,11 @@ def train(cfg: DictConfig) -> Path:
           f"{int(module.skipped_batches)}, dropped utterances: {int(module.dropped_utterances)}")
 
     if cfg.get("eval_after_train", True) and trainer.is_global_zero:
-        from .evaluate import evaluate_run
+        from asr_pe.evaluation.pipeline import evaluate_run
 
         results = evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
-                                                       "data": {"test": cfg.data.get("test")}})
+                                                       "data": {"test": cfg.data.get("test")}},
+                               corpus_manifests=resolve_manifests)
         mark_eval_done(run_dir, list(results), checkpoint=evaluated_checkpoint(run_dir, list(results)))
     elif cfg.get("eval_after_train", True):
         # evaluate_run scores every utterance in this one process; the others have nothing to add

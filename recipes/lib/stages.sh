@@ -177,7 +177,8 @@ stage_train() {
   for pe in $pes; do
     run="$runs_dir/$pe"
     # eval/done.json: train.py writes it once every test set is scored; a run killed mid-evaluation
-    # lacks it and is started again (resume=auto: training is complete, evaluation is redone)
+    # lacks it and is started again (resume=auto: training is complete, evaluation is redone).
+    # The run folder's layout is defined in asr_pe/run_folder.py.
     if [ -f "$run/eval/done.json" ]; then log "  $pe: done ($run/eval/done.json exists)"; continue; fi
     # shellcheck disable=SC2086  # $extra holds several overrides on purpose
     run_child "$PYTHON" "$repo/train.py" experiment="$experiment" pe="$pe" run_dir="$run" resume=auto \
@@ -187,7 +188,7 @@ stage_train() {
 
 # Stage 5: evaluate.py on every set of `test_sets` whose results are missing or were computed from a
 # checkpoint that has changed since (a run resumed and trained further), per run: eval/<set>/
-# buckets.meta.json records the checkpoint's name and SHA-256 (python -m asr_pe.training.provenance).
+# buckets.meta.json records the checkpoint's name and SHA-256 (python -m asr_pe.evaluation.provenance).
 stage_evaluate() {
   local -a sets todo
   local pe run s stale
@@ -198,7 +199,7 @@ stage_evaluate() {
   for pe in $pes; do
     run="$runs_dir/$pe"
     [ -d "$run" ] || { echo "$0: stage 5: $run missing (run stage 4)" >&2; exit 1; }
-    stale="$("$PYTHON" -m asr_pe.training.provenance "$run" "${sets[@]}")"
+    stale="$("$PYTHON" -m asr_pe.evaluation.provenance "$run" "${sets[@]}")"
     todo=()
     while IFS= read -r s; do if [ -n "$s" ]; then todo+=("$manifest_dir/$s.jsonl"); fi; done <<< "$stale"
     if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated from the current checkpoint"; continue; fi

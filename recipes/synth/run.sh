@@ -32,7 +32,7 @@
 # rope sinusoidal t5 shaw relative) with every inference remedy of --remedies that applies to it
 # (rope_* only for rope) and with overlapping chunked inference (the reference), into
 # eval/<set>_<remedy>; a result already there is skipped unless it names a checkpoint whose bytes
-# have changed since (python -m asr_pe.training.provenance), then it is evaluated again.
+# have changed since (python -m asr_pe.evaluation.provenance), then it is evaluated again.
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
 # the CTC and the seq2seq/hybrid studies side by side. Stage 3 archives every evaluated run but
 # reports only the runs of --loss, on the eval/ sets of --report_sets (a second decoding of the
@@ -152,7 +152,8 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
     [ -e "$info" ] || continue
     run=$(dirname "$info")
     [ -f "$run/eval/done.json" ] || continue
-    pe=$(grep -o '"pe": *"[^"]*"' "$info" | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')  # run_info.json "pe"
+    # run_info.json "pe", eval/done.json: the run folder as asr_pe/run_folder.py lays it out
+    pe=$(grep -o '"pe": *"[^"]*"' "$info" | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
     seed=${run##*_s}
     if [[ " ${attention_seeds//,/ } " == *" $seed "* ]] && [ ! -f "$run/attention_stats/attention_stats.csv" ]; then
       log "  $(basename "$run"): attention statistics"
@@ -174,9 +175,9 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       fi
       if [ -f "$run/eval/done$suffix.json" ]; then
         # done, unless a result names a checkpoint whose bytes have changed since (a run resumed
-        # and trained further): python -m asr_pe.training.provenance prints those sets
+        # and trained further): python -m asr_pe.evaluation.provenance prints those sets
         # shellcheck disable=SC2046
-        stale=$("$PYTHON" -m asr_pe.training.provenance "$run" $(for s in $run_sets; do printf '%s ' "$s$suffix"; done))
+        stale=$("$PYTHON" -m asr_pe.evaluation.provenance "$run" $(for s in $run_sets; do printf '%s ' "$s$suffix"; done))
         [ -n "$stale" ] || continue
         log "  $(basename "$run"): $remedy: results of an older checkpoint ($(echo $stale)), evaluating again"
       else

@@ -23,15 +23,17 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-import asr_pe.inference.long_form as long_form
-import asr_pe.training.evaluate as ev
+import asr_pe.inference.full_context as full_context
+import asr_pe.evaluation.pipeline as ev
 from asr_pe.data.features import GlobalCMVN
 from asr_pe.data.manifest import Utterance, read_manifest, write_manifest
 from asr_pe.data.tokenizer import build_tokenizer
+from asr_pe.evaluation.settings import EVAL_DEFAULTS, EvalSettingsError, eval_settings
 from asr_pe.inference.device import DeviceError, resolve_device
 from asr_pe.inference.run_loading import load_run, model_config
 from asr_pe.inference.transcribe import make_encode_fn
 from asr_pe.models.asr import build_asr_model, model_kwargs
+from asr_pe.training.data import resolve_manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -43,6 +45,11 @@ TEXTS = ["he hoped there would be stew for dinner", "turnips and carrots", "and 
 SHORT_DURATIONS = (1.5, 3.2, 6.0, 11.0)
 LONG_S = 160.0  # a LibriSpeech long-form set (recipes/librispeech stage 3 joins recordings to 80 / 160 s)
 
+
+
+def evaluate_run(run_dir, overrides=None, device=None, *, corpus_manifests=resolve_manifests):
+    """The evaluation as the entry points call it: the run's corpus located by Hydra's instantiate."""
+    return ev.evaluate_run(run_dir, overrides, device, corpus_manifests=corpus_manifests)
 
 def compose_cfg(name, overrides):
     with initialize_config_dir(str(CONF), version_base="1.3"):
@@ -147,26 +154,26 @@ def test_both_entry_points_resolve_the_same_device(run_dir, monkeypatch, cuda):
     train_cfg = OmegaConf.load(run_dir / "config.yaml")
     assert train_cfg.eval.device == "auto" and train_cfg.eval.block_size == "auto"
     with pytest.raises(Stop):
-        ev.evaluate_run(run_dir, train_style(train_cfg))
+        evaluate_run(run_dir, train_style(train_cfg))
     for overrides in ([], ["device=cpu"], ["eval.device=cpu"]):
         cfg = compose_cfg("evaluate", [f"run={run_dir}", *overrides])
         # what evaluate.py passes: only the eval keys of its command line (the rest: the run's own)
         given = {o.split("=")[0][len("eval."):]: o.split("=")[1] for o in overrides if o.startswith("eval.")}
         with pytest.raises(Stop):
-            ev.evaluate_run(cfg.run, {"decode": cfg.decode, "eval": given}, device=cfg.device)
+            evaluate_run(cfg.run, {"decode": cfg.decode, "eval": given}, device=cfg.device)
     assert loaded == ["cuda" if cuda else "cpu", "cuda" if cuda else "cpu", "cpu", "cpu"]
 
 
 def test_composed_configs_default_to_auto_device_doubling_edges_and_auto_blocks():
     for experiment in [None] + sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")):
         cfg = compose_cfg("train", [f"experiment={experiment}"] if experiment else [])
-        settings = ev.eval_settings(cfg.eval, cfg.eval)
+        settings = eval_settings(cfg.eval, cfg.eval)
         got = (settings["device"], settings["edges"], settings["block_size"])
         assert got == ("auto", "doubling", "auto"), experiment
     cfg = compose_cfg("evaluate", ["run=/x"])
     # one definition: evaluate.py composes the group train.py does, and EVAL_DEFAULTS is that file
-    assert cfg.device is None and OmegaConf.to_container(cfg.eval) == ev.EVAL_DEFAULTS
-    assert OmegaConf.to_container(compose_cfg("train", []).eval) == ev.EVAL_DEFAULTS
+    assert cfg.device is None and OmegaConf.to_container(cfg.eval) == EVAL_DEFAULTS
+    assert OmegaConf.to_container(compose_cfg("train", []).eval) == EVAL_DEFAULTS
     assert compose_cfg("evaluate", ["run=/x"]).decode == compose_cfg("transcribe", ["run=/x", "audio=/y"]).decode
     assert compose_cfg("transcribe", ["run=/x", "audio=/y"]).device == "auto"
 
@@ -174,7 +181,7 @@ def test_composed_configs_default_to_auto_device_doubling_edges_and_auto_blocks(
 def test_cuda_without_a_gpu_fails_before_anything_is_decoded(run_dir, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(DeviceError, match="device=cuda"):
-        ev.evaluate_run(run_dir, {"eval": {"device": "cuda", "suffix": "_gpu"}})
+        evaluate_run(run_dir, {"eval": {"device": "cuda", "suffix": "_gpu"}})
     assert not (run_dir / "eval" / "test-clean_gpu").exists()
 
 
@@ -183,7 +190,7 @@ def test_cuda_without_a_gpu_fails_before_anything_is_decoded(run_dir, monkeypatc
 
 def test_eval_settings_precedence_and_checks():
     run = {"edges": [0, 5, 10], "n_boot": 200, "block_size": None, "old_key": 1}
-    s = ev.eval_settings(run, {"n_boot": None, "mode": "chunked"})
+    s = eval_settings(run, {"n_boot": None, "mode": "chunked"})
     assert s["edges"] == [0, 5, 10] and s["n_boot"] == 200   # the run's own values
     assert s["block_size"] == "auto" and s["device"] == "auto"  # a null or missing key: the default
     assert s["mode"] == "chunked" and "old_key" not in s
@@ -191,8 +198,8 @@ def test_eval_settings_precedence_and_checks():
                        ({"block_size": "big"}, "block_size"), ({"mode": "stream"}, "eval.mode"),
                        ({"suffix": "a/b"}, "eval.suffix"), ({"batch_seconds": 0}, "eval.batch_seconds"),
                        ({"n_boot": -1}, "eval.n_boot")):
-        with pytest.raises(ev.EvalSettingsError, match=match):
-            ev.eval_settings(run, bad)
+        with pytest.raises(EvalSettingsError, match=match):
+            eval_settings(run, bad)
 
 
 def test_evaluate_py_buckets_like_the_evaluation_after_training(corpus, tmp_path):
@@ -201,7 +208,7 @@ def test_evaluate_py_buckets_like_the_evaluation_after_training(corpus, tmp_path
     line still wins; the console states the edges and that empty buckets have no row."""
     run = tmp_path / "run"
     train_cfg = make_run(run, corpus, ["eval.edges=[0,2.5,5]", "eval.n_boot=50"])
-    ev.evaluate_run(run, train_style(train_cfg))
+    evaluate_run(run, train_style(train_cfg))
     after_training = (run / "eval" / "test-clean" / "buckets.csv").read_text()
     assert [line.split(",")[0] for line in after_training.splitlines()[1:]] == ["0-2.5", "2.5-5", "5+", "all"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -212,14 +219,14 @@ def test_evaluate_py_buckets_like_the_evaluation_after_training(corpus, tmp_path
     meta = json.loads((run / "eval" / "test-clean_cli" / "buckets.meta.json").read_text())
     assert meta["edges"] == "0 2.5 5" and meta["device"] == resolve_device("auto") and meta["block_size"] == "auto"
     assert "bucket edges (s): 0 2.5 5; buckets without utterances have no row" in proc.stdout
-    ev.evaluate_run(run, {"eval": {"edges": "doubling", "suffix": "_doubling", "n_boot": 50}})
+    evaluate_run(run, {"eval": {"edges": "doubling", "suffix": "_doubling", "n_boot": 50}})
     rows = (run / "eval" / "test-clean_doubling" / "buckets.csv").read_text().splitlines()[1:]
     assert [line.split(",")[0] for line in rows] == ["0-2", "2-4", "4-8", "8-16", "all"]
 
 
 def test_explicit_edges_that_stop_short_log_the_open_bucket(run_dir, caplog):
-    with caplog.at_level("WARNING", logger="asr_pe.training.evaluate"):
-        ev.evaluate_run(run_dir, {"eval": {"edges": [0, 2, 4], "n_boot": 10, "suffix": "_short"}})
+    with caplog.at_level("WARNING", logger="asr_pe.evaluation.pipeline"):
+        evaluate_run(run_dir, {"eval": {"edges": [0, 2, 4], "n_boot": 10, "suffix": "_short"}})
     assert "test-clean: 2 of 4 utterances are at or past the last bucket edge 4 s" in caplog.text
 
 
@@ -239,18 +246,18 @@ def test_blocked_attention_equals_unblocked_on_a_160_s_input(run_dir, corpus, mo
         ref, ref_len = make_encode_fn(model, "full", block_size=None)(feats, lengths)
         out, out_len = make_encode_fn(model, "full", block_size="auto")(feats, lengths)
     assert ref.size(1) == 3998
-    block = long_form.resolve_block_size("auto", ref.size(1), model.encoder.layers[0].attn.n_heads)
+    block = full_context.resolve_block_size("auto", ref.size(1), model.encoder.layers[0].attn.n_heads)
     assert block is not None and block < ref.size(1)  # the blocked path is the one taken
     assert torch.equal(out_len, ref_len)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
 
     blocks_used = []
-    real = long_form.resolve_block_size
-    monkeypatch.setattr(long_form, "resolve_block_size",
+    real = full_context.resolve_block_size
+    monkeypatch.setattr(full_context, "resolve_block_size",
                         lambda *a, **k: blocks_used.append(real(*a, **k)) or blocks_used[-1])
     hyps = {}
     for block_size in ("none", "auto"):
-        ev.evaluate_run(run_dir, {"data": {"test": str(corpus / "test-clean_long.jsonl")},
+        evaluate_run(run_dir, {"data": {"test": str(corpus / "test-clean_long.jsonl")},
                                   "eval": {"block_size": block_size, "suffix": f"_{block_size}", "n_boot": 10}})
         out_dir = run_dir / "eval" / f"test-clean_long_{block_size}"
         hyps[block_size] = json.loads((out_dir / "per_utt.jsonl").read_text())["hyp"]
@@ -268,7 +275,7 @@ def test_an_empty_test_manifest_is_one_error_naming_it_before_decoding(run_dir, 
     empty.write_text("\n\n")  # blank lines only: no utterances
     with pytest.raises(ev.EmptyTestSetError, match=rf"^{empty}: test manifest of test set 'test-other' has no "
                                                    r"utterances; re-run the recipe's prepare stage"):
-        ev.evaluate_run(run_dir, {"data": {"test": {"test-clean": str(corpus / "test-clean.jsonl"),
+        evaluate_run(run_dir, {"data": {"test": {"test-clean": str(corpus / "test-clean.jsonl"),
                                                     "test-other": str(empty)}},
                                   "eval": {"suffix": "_with_empty"}})
     assert not (run_dir / "eval" / "test-clean_with_empty").exists()  # nothing decoded, nothing written
@@ -276,10 +283,9 @@ def test_an_empty_test_manifest_is_one_error_naming_it_before_decoding(run_dir, 
 
 def test_a_missing_test_manifest_of_the_corpus_is_named(run_dir, monkeypatch, tmp_path):
     gone = tmp_path / "dev_talks.jsonl"
-    monkeypatch.setattr(ev, "resolve_manifests",
-                        lambda data_cfg: {"train": [], "dev": [], "test": {"dev_talks": str(gone)}})
+    corpus = lambda data_cfg: {"train": [], "dev": [], "test": {"dev_talks": str(gone)}}  # noqa: E731
     with pytest.raises(FileNotFoundError, match=rf"^{gone}: test manifest of test set 'dev_talks' not found"):
-        ev.evaluate_run(run_dir, {})
+        evaluate_run(run_dir, {}, corpus_manifests=corpus)
 
 
 @pytest.mark.parametrize("case", ["empty_manifest", "cuda_without_gpu"])
@@ -312,13 +318,13 @@ def test_inside_a_process_group_evaluation_still_scores_every_utterance(run_dir,
     gloo group that reports a world size of 4, and 1.5 s batches (one utterance each)."""
     import torch.distributed as dist
 
-    from asr_pe.training.provenance import file_sha256
+    from asr_pe.evaluation.provenance import file_sha256
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
     try:
         monkeypatch.setattr(dist, "get_world_size", lambda group=None: 4)
         assert dist.is_initialized() and dist.get_world_size() == 4 and dist.get_rank() == 0
-        ev.evaluate_run(run_dir, {"eval": {"batch_seconds": 1.5, "n_boot": 10, "suffix": "_in_group"}})
+        evaluate_run(run_dir, {"eval": {"batch_seconds": 1.5, "n_boot": 10, "suffix": "_in_group"}})
     finally:
         monkeypatch.undo()
         dist.destroy_process_group()
@@ -341,7 +347,7 @@ def test_a_lost_batch_is_an_error_and_writes_nothing(run_dir, monkeypatch):
     monkeypatch.setattr(ev, "DurationBucketSampler", LosesTheLastBatch)
     with pytest.raises(IncompleteScoringError, match=r"test set 'test-clean' \(.*test-clean.jsonl\): scored 3 "
                                                       r"utterances, the manifest has 4; missing: 1089-134686-0003"):
-        ev.evaluate_run(run_dir, {"eval": {"batch_seconds": 1.5, "n_boot": 10, "suffix": "_lossy"}})
+        evaluate_run(run_dir, {"eval": {"batch_seconds": 1.5, "n_boot": 10, "suffix": "_lossy"}})
     assert not (run_dir / "eval" / "test-clean_lossy" / "buckets.csv").exists()
 
 
@@ -351,8 +357,8 @@ def test_a_lost_batch_is_an_error_and_writes_nothing(run_dir, monkeypatch):
 def test_a_remedy_writes_its_own_folder_and_leaves_trained_lengths_alone(run_dir):
     """eval.remedy=window:2 (L_tr given): results in eval/test-clean_window2 with the remedy in the
     meta file; the 1.5 s utterance (inside the window and the training length) decodes as without."""
-    plain = ev.evaluate_run(run_dir, {"eval": {"n_boot": 10, "suffix": "_plain"}})
-    out = ev.evaluate_run(run_dir, {"eval": {"n_boot": 10, "remedy": "window:2", "train_length_s": 3.0}})
+    plain = evaluate_run(run_dir, {"eval": {"n_boot": 10, "suffix": "_plain"}})
+    out = evaluate_run(run_dir, {"eval": {"n_boot": 10, "remedy": "window:2", "train_length_s": 3.0}})
     assert set(out) == {"test-clean_window2"} and set(plain) == {"test-clean_plain"}
     meta = json.loads((run_dir / "eval" / "test-clean_window2" / "buckets.meta.json").read_text())
     assert meta["remedy"] == "window:2" and meta["train_length_s"] == 3.0
@@ -365,11 +371,11 @@ def test_a_remedy_writes_its_own_folder_and_leaves_trained_lengths_alone(run_dir
 
 
 def test_remedy_errors_name_what_to_do(run_dir):
-    with pytest.raises(ev.EvalSettingsError, match="unknown remedy 'windw'"):
-        ev.evaluate_run(run_dir, {"eval": {"remedy": "windw"}})
+    with pytest.raises(EvalSettingsError, match="unknown remedy 'windw'"):
+        evaluate_run(run_dir, {"eval": {"remedy": "windw"}})
     with pytest.raises(ValueError, match="pe=rope only"):
-        ev.evaluate_run(run_dir, {"eval": {"remedy": "rope_yarn", "train_length_s": 3.0}})
+        evaluate_run(run_dir, {"eval": {"remedy": "rope_yarn", "train_length_s": 3.0}})
     with pytest.raises(ValueError, match=r"run_info.json: no train_max_duration.*eval.train_length_s"):
-        ev.evaluate_run(run_dir, {"eval": {"remedy": "logit_scale"}})
-    with pytest.raises(ev.EvalSettingsError, match="train_length_s"):
-        ev.evaluate_run(run_dir, {"eval": {"remedy": "logit_scale", "train_length_s": -1}})
+        evaluate_run(run_dir, {"eval": {"remedy": "logit_scale"}})
+    with pytest.raises(EvalSettingsError, match="train_length_s"):
+        evaluate_run(run_dir, {"eval": {"remedy": "logit_scale", "train_length_s": -1}})

@@ -231,10 +231,11 @@ def _tiny_run(tmp_path):
 
 
 def test_score_py_writes_what_evaluate_py_writes_for_the_same_decodings(tmp_path):
-    from asr_pe.training.evaluate import evaluate_run
+    from asr_pe.evaluation.pipeline import evaluate_run
+    from asr_pe.training.data import resolve_manifests
 
     run, manifest = _tiny_run(tmp_path)
-    evaluate_run(run, {"eval": {"n_boot": 50}}, device="cpu")
+    evaluate_run(run, {"eval": {"n_boot": 50}}, device="cpu", corpus_manifests=resolve_manifests)
     ours = run / "eval" / "test-clean"
     hyps = tmp_path / "hyp.jsonl"
     hyps.write_text("".join(json.dumps({"id": r["id"], "text": r["hyp"]}) + "\n"

@@ -126,17 +126,17 @@ def test_cli_missing_audio_is_one_line(run_dir, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_evaluate_chunked_mode_writes_its_files(run_dir, audio, monkeypatch):
-    import asr_pe.training.evaluate as ev
+def test_evaluate_chunked_mode_writes_its_files(run_dir, audio):
+    from asr_pe.evaluation.pipeline import evaluate_run
 
     manifest = Path(audio).parent / "one.jsonl"
     write_manifest(manifest, [Utterance(id="long", audio_filepath=str(audio), duration=12.0, text="hello world")])
-    monkeypatch.setattr(ev, "resolve_manifests", lambda data_cfg: {"train": [], "dev": [], "test": {}})
+    no_corpus = lambda data_cfg: {"train": [], "dev": [], "test": {}}  # noqa: E731
     results = {}
     for mode in ("full", "chunked"):
         over = {"data": {"test": str(manifest)}, "decode": {"method": "greedy"},
                 "eval": {"n_boot": 10, "mode": mode, "chunk_s": 30.0, "overlap_s": 1.0}}
-        ev.evaluate_run(run_dir, over)
+        evaluate_run(run_dir, over, corpus_manifests=no_corpus)
         out = run_dir / "eval" / "one"
         rec = json.loads((out / "per_utt.jsonl").read_text().splitlines()[0])
         meta = json.loads((out / "buckets.meta.json").read_text())

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from asr_pe.data.manifest import read_manifest
-from asr_pe.training.provenance import file_sha256
+from asr_pe.evaluation.provenance import file_sha256
 
 from e2e_helpers import TINY_MODEL, synth_overrides
 

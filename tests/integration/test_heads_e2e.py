@@ -21,8 +21,15 @@ hydra = pytest.importorskip("hydra")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from asr_pe.training.evaluate import evaluate_run  # noqa: E402
+from asr_pe.evaluation.pipeline import evaluate_run as evaluate_with  # noqa: E402
+from asr_pe.training.data import resolve_manifests  # noqa: E402
 from asr_pe.training.train import train  # noqa: E402
+
+
+def evaluate_run(run_dir, overrides=None, device=None):
+    """The evaluation as evaluate.py and train.py call it: the run's corpus located by Hydra."""
+    return evaluate_with(run_dir, overrides, device, corpus_manifests=resolve_manifests)
+
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 STEPS = 40  # 4 epochs of 10 batches

@@ -13,7 +13,8 @@ import pytest
 from asr_pe.data.manifest import read_manifest
 from asr_pe.data.synth.ladder import build_ladder, ladder_sets
 from asr_pe.evaluation.ladder_report import pool_sets
-from asr_pe.training.ladder_eval import evaluate_ladder
+from asr_pe.evaluation.ladder import evaluate_ladder
+from asr_pe.training.data import resolve_manifests
 from asr_pe.training.train import train
 
 from e2e_helpers import TINY_MODEL, compose_train, synth_overrides
@@ -29,7 +30,7 @@ def test_a_run_on_the_ladder_chooses_on_dev_and_decodes_test_once(tiny_synth_roo
     the window (the rule itself is tested in tests/evaluation/test_ladder_report.py): what is
     checked is that every set is decoded and scored, each candidate on dev only, and the chosen
     one on test once."""
-    import asr_pe.training.ladder_eval as le
+    import asr_pe.evaluation.ladder as le
 
     run = tmp_path / "run"
     train(compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
@@ -43,7 +44,7 @@ def test_a_run_on_the_ladder_chooses_on_dev_and_decodes_test_once(tiny_synth_roo
         return "window:1", {name: le.whole_rate(res, **rule) for name, res in candidates.items()}
 
     monkeypatch.setattr(le, "choose_on_dev", pick_window)
-    choice = evaluate_ladder(run, ladder, candidates=["window:1", "chunked:2:0.5"], select_min_rung=4,
+    choice = evaluate_ladder(run, ladder, corpus_manifests=resolve_manifests, candidates=["window:1", "chunked:2:0.5"], select_min_rung=4,
                              n_boot=20, checkpoint="last", device="cpu")
     assert seen == {"variant": "nogap", "min_rung": 4.0, "names": ["", "window:1", "chunked:2:0.5"]}
     index = ladder_sets(ladder)
@@ -84,8 +85,8 @@ def test_cli_refuses_a_missing_run(tmp_path):
 
 
 def test_candidates_map_to_eval_settings_with_their_own_folders():
-    from asr_pe.training.evaluate import EvalSettingsError
-    from asr_pe.training.ladder_eval import candidate_settings
+    from asr_pe.evaluation.ladder import candidate_settings
+    from asr_pe.evaluation.settings import EvalSettingsError
 
     assert candidate_settings("window:2.5") == {"remedy": "window:2.5"}
     assert candidate_settings("chunked:20:4") == {"mode": "chunked", "chunk_s": 20.0, "overlap_s": 4.0,

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from asr_pe.training.run_dir import DATA_READY, prepare_on_rank_zero
+from asr_pe.run_folder import DATA_READY
+from asr_pe.training.run_dir import prepare_on_rank_zero
 
 
 def test_other_ranks_wait_for_rank_zero_then_prepare(tmp_path):

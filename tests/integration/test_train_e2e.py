@@ -11,11 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from asr_pe import run_folder as rf
 from asr_pe.data.manifest import read_manifest, write_manifest
-from asr_pe.training.evaluate import evaluate_run
+from asr_pe.evaluation.pipeline import evaluate_run as evaluate_with
+from asr_pe.training.data import resolve_manifests
 from asr_pe.training.train import train
 
 from e2e_helpers import TINY_MODEL, compose_train, synth_overrides
+
+
+def evaluate_run(run_dir, overrides=None, device=None):
+    """The evaluation as evaluate.py and train.py call it: the run's corpus located by Hydra."""
+    return evaluate_with(run_dir, overrides, device, corpus_manifests=resolve_manifests)
+
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,6 +61,13 @@ def test_ctc_run_learns_and_evaluates(tiny_synth_root, tmp_path):
         assert (run / name).exists(), name
     info = json.loads((run / "run_info.json").read_text())
     assert info["pe"] == "rope" and info["loss"] == "ctc" and info["train_max_duration"] <= 5.0
+    # the layout asr_pe.run_folder defines (and docs/internals.md describes) is what train.py wrote
+    written = [rf.config_path(run), rf.run_info_path(run), rf.checkpoint_path(run, rf.LAST), rf.metrics_path(run),
+               rf.eval_done_path(run), *(run / name for name in rf.PREPARED_FILES), run / rf.DATA_READY,
+               *(rf.result_dir(run, "test") / name for name in (*rf.EVAL_FILES, rf.BUCKETS_META))]
+    assert [p for p in written if not p.is_file()] == []
+    assert rf.eval_done(run) and rf.result_names(run) == ["test"]
+    assert rf.run_label(rf.read_run_info(run)) == rf.run_label(rf.read_config(run)) == "rope/ctc"
     out = run / "eval" / "test"
     for name in ("per_utt.jsonl", "buckets.csv", "buckets.md"):
         assert (out / name).stat().st_size > 0, name

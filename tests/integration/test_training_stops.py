@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from asr_pe.data.manifest import read_manifest
-from asr_pe.training.provenance import file_sha256
+from asr_pe.evaluation.provenance import file_sha256
 from asr_pe.training.train import train
 
 from e2e_helpers import TINY_MODEL, compose_train, synth_overrides

@@ -22,7 +22,7 @@ LIBRI = REPO / "recipes" / "librispeech" / "run.sh"
 TED = REPO / "recipes" / "tedlium3" / "run.sh"
 # the stand-in answers `python -c` (reading a config) and stage 5's provenance question for real
 ANSWER_C = (f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
-            f'[ "$1 $2" = "-m asr_pe.training.provenance" ] && exec {sys.executable} "$@"\n')
+            f'[ "$1 $2" = "-m asr_pe.evaluation.provenance" ] && exec {sys.executable} "$@"\n')
 
 # A stand-in interpreter: records each call, then becomes a Python process (same pid) that runs
 # for a minute with Python's default signal handling, as train.py does before Lightning starts.

@@ -27,7 +27,7 @@ TED = REPO / "recipes" / "tedlium3" / "run.sh"
 # reading a config) and stage 5's question which results are missing or stale (the provenance
 # helper) go to the real interpreter and are not recorded.
 ANSWER_C = (f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
-            f'[ "$1 $2" = "-m asr_pe.training.provenance" ] && exec {sys.executable} "$@"\n')
+            f'[ "$1 $2" = "-m asr_pe.evaluation.provenance" ] && exec {sys.executable} "$@"\n')
 
 FAKE_PYTHON = ANSWER_C + """# Records each call; mimics the files the real scripts would leave behind.
 printf '%s\\n' "$*" >> "$FAKE_LOG"

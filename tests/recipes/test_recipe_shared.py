@@ -28,7 +28,7 @@ CORPUS_RECIPES = {"librispeech": REPO / "recipes" / "librispeech" / "run.sh",
                   "tedlium3": REPO / "recipes" / "tedlium3" / "run.sh"}
 # the stand-in answers `python -c` (reading a config) and stage 5's provenance question for real
 ANSWER_C = (f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
-            f'[ "$1 $2" = "-m asr_pe.training.provenance" ] && exec {sys.executable} "$@"\n')
+            f'[ "$1 $2" = "-m asr_pe.evaluation.provenance" ] && exec {sys.executable} "$@"\n')
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS_RECIPES))

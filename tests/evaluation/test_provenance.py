@@ -1,4 +1,4 @@
-"""Checkpoint records of results, and which results are stale (asr_pe/training/provenance.py)."""
+"""Checkpoint records of results, and which results are stale (asr_pe/evaluation/provenance.py)."""
 
 import hashlib
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from asr_pe.training.provenance import checkpoint_record, stale_sets
+from asr_pe.evaluation.provenance import checkpoint_record, stale_sets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def test_stale_sets_compare_bytes_not_times(tmp_path):
 def test_cli_prints_the_stale_sets_and_names_a_missing_run(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    cmd = [sys.executable, "-m", "asr_pe.training.provenance"]
+    cmd = [sys.executable, "-m", "asr_pe.evaluation.provenance"]
     ok = subprocess.run([*cmd, str(run), "a", "b"], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert ok.returncode == 0 and ok.stdout.split() == ["a", "b"]
     bad = subprocess.run([*cmd, str(tmp_path / "nope"), "a"], capture_output=True, text=True, cwd=REPO, timeout=60)

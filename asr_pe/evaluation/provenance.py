@@ -6,7 +6,7 @@ and the SHA-256 of its bytes. A result whose checkpoint file has since been repl
 and trained further overwrites ``last.ckpt`` and usually ``best.ckpt``) is stale: `stale_sets`
 names the sets to evaluate again. The recipes' evaluation stage calls it as
 
-    python -m asr_pe.training.provenance <run dir> <test set>...
+    python -m asr_pe.evaluation.provenance <run dir> <test set>...
 
 which prints the sets (of those given) whose results are missing or stale, one a line, and exits
 0; exit 2 with one line for a run folder that does not exist.
@@ -23,6 +23,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, PER_UTT, checkpoint_dir, result_dir
 
 CHUNK = 1 << 22  # 4 MiB: reading a multi-GB checkpoint in pieces keeps memory flat
 
@@ -52,10 +54,10 @@ def checkpoint_record(path: str | Path) -> dict[str, Any]:
     return {"name": path.name, "global_step": checkpoint_step(path), "sha256": file_sha256(path)}
 
 
-def recorded_checkpoint(result_dir: str | Path) -> dict[str, Any] | None:
+def recorded_checkpoint(folder: str | Path) -> dict[str, Any] | None:
     """The checkpoint record of one result folder (``eval/<set>``), None when it has none."""
     try:
-        record = json.loads((Path(result_dir) / "buckets.meta.json").read_text())["checkpoint"]
+        record = json.loads((Path(folder) / BUCKETS_META).read_text())["checkpoint"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return record if isinstance(record, dict) and record.get("sha256") and record.get("name") else None
@@ -63,7 +65,7 @@ def recorded_checkpoint(result_dir: str | Path) -> dict[str, Any] | None:
 
 def evaluated_checkpoint(run_dir: str | Path, result_names: list[str]) -> dict[str, Any]:
     """The one checkpoint record shared by the results ``eval/<name>`` (what done.json records)."""
-    records = {name: recorded_checkpoint(Path(run_dir) / "eval" / name) for name in result_names}
+    records = {name: recorded_checkpoint(result_dir(run_dir, name)) for name in result_names}
     distinct = {json.dumps(r, sort_keys=True) for r in records.values()}
     assert len(distinct) == 1 and None not in records.values(), (
         f"the results of one evaluation name different checkpoints: {records}")
@@ -78,12 +80,12 @@ def stale_sets(run_dir: str | Path, names: list[str]) -> list[str]:
     hashes: dict[str, str | None] = {}
     out = []
     for name in names:
-        result = run_dir / "eval" / name
+        result = result_dir(run_dir, name)
         record = recorded_checkpoint(result)
-        if record is None or not all((result / f).exists() for f in ("per_utt.jsonl", "buckets.csv")):
+        if record is None or not all((result / f).exists() for f in (PER_UTT, BUCKETS_CSV)):
             out.append(name)
             continue
-        ckpt = run_dir / "checkpoints" / record["name"]
+        ckpt = checkpoint_dir(run_dir) / record["name"]
         if record["name"] not in hashes:
             hashes[record["name"]] = file_sha256(ckpt) if ckpt.is_file() else None
         if hashes[record["name"]] != record["sha256"]:
@@ -93,7 +95,7 @@ def stale_sets(run_dir: str | Path, names: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m asr_pe.training.provenance",
+        prog="python -m asr_pe.evaluation.provenance",
         description="Print the test sets whose results in RUN_DIR/eval are missing or were computed from a "
                     "checkpoint that has changed since, one a line.")
     parser.add_argument("run_dir", type=Path, help="the run folder")

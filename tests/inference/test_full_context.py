@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from asr_pe.inference.long_form import (
+from asr_pe.inference.full_context import (
     auto_block_size,
     encode_full,
     frontend_in_chunks,

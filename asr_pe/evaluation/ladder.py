@@ -1,8 +1,9 @@
 """Evaluate one run on the length ladder: the plain decoding on the dev and test pools, inference
 settings chosen on dev, the chosen one decoded on test once.
 
-`evaluate_ladder` decodes every set of the chosen pools with `evaluate_run` (``data.test`` = the
-ladder's manifests, so the result folders are ``eval/<set><suffix>``), then per candidate setting
+`evaluate_ladder` decodes every set of the chosen pools with
+`asr_pe.evaluation.pipeline.evaluate_run` (``data.test`` = the ladder's manifests, so the result
+folders are ``eval/<set><suffix>``; ``corpus_manifests`` locates the run's corpus as there), then per candidate setting
 (an ``eval.remedy`` such as ``window:5`` or ``rope_ntk``, one with the training length it scales by
 such as ``rope_yarn@10``, or ``chunked:<chunk_s>:<overlap_s>``)
 decodes the dev pool only; the candidate (or the plain decoding) with the lowest dev CER on the
@@ -22,9 +23,10 @@ from typing import Any, Sequence
 from asr_pe.data.synth.ladder import ladder_sets
 from asr_pe.evaluation.ladder_report import choose_on_dev, dose_response_table, pool_sets, run_ladder, whole_rate
 from asr_pe.inference.remedies import parse_remedies, remedy_suffix
+from asr_pe.evaluation.pipeline import CorpusManifests, evaluate_run
+from asr_pe.evaluation.settings import EvalSettingsError
 from asr_pe.io import atomic_write_json, atomic_write_text
-
-from .evaluate import EvalSettingsError, evaluate_run
+from asr_pe.run_folder import ladder_dir as ladder_results_dir
 
 __all__ = ["candidate_settings", "evaluate_ladder"]
 
@@ -65,15 +67,18 @@ def _manifests(index: dict, pool: str) -> list[str]:
     return [alone] + [sets[k] for k in sorted(sets)]
 
 
-def _evaluate(run_dir: Path, manifests: list[str], settings: dict, device: str | None) -> str:
+def _evaluate(run_dir: Path, manifests: list[str], settings: dict, device: str | None,
+              corpus_manifests: CorpusManifests) -> str:
     """Decode ``manifests`` with the ``eval`` settings; returns the suffix of the result folders."""
-    results = evaluate_run(run_dir, {"data": {"test": manifests}, "eval": settings}, device=device)
+    results = evaluate_run(run_dir, {"data": {"test": manifests}, "eval": settings}, device=device,
+                           corpus_manifests=corpus_manifests)
     alone = Path(manifests[0]).stem
     key = next(k for k in results if k.startswith(alone))
     return key[len(alone):]
 
 
-def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, candidates: Sequence[str] = (),
+def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, corpus_manifests: CorpusManifests,
+                    candidates: Sequence[str] = (),
                     select_variant: str = "nogap", select_min_rung: float = 0.0, device: str | None = None,
                     n_boot: int = 1000, checkpoint: str | None = None) -> dict[str, Any]:
     """See the module docstring; returns the content of ``choice.json``."""
@@ -87,12 +92,13 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, candidates: 
     settings = {"n_boot": n_boot, **({"checkpoint": checkpoint} if checkpoint else {})}
     for c in candidates:
         candidate_settings(c)                      # a bad candidate stops before the first decoding
-    _evaluate(run_dir, _manifests(index, "dev") + _manifests(index, "test"), settings, device)
+    _evaluate(run_dir, _manifests(index, "dev") + _manifests(index, "test"), settings, device, corpus_manifests)
     dev = {PLAIN: run_ladder(run_dir, index, "dev", n_boot=n_boot)}
     test_plain = run_ladder(run_dir, index, "test", n_boot=n_boot)
     suffixes = {PLAIN: ""}
     for c in candidates:
-        suffixes[c] = _evaluate(run_dir, _manifests(index, "dev"), {**settings, **candidate_settings(c)}, device)
+        suffixes[c] = _evaluate(run_dir, _manifests(index, "dev"), {**settings, **candidate_settings(c)}, device,
+                                corpus_manifests)
         dev[c] = run_ladder(run_dir, index, "dev", suffix=suffixes[c], n_boot=n_boot)
     chosen, rates = choose_on_dev(dev, variant=select_variant, min_rung=select_min_rung)
     report = [f"# Length ladder: {run_dir.name}\n",
@@ -100,7 +106,8 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, candidates: 
               f"## test pool, plain decoding\n\n{dose_response_table(test_plain)}"]
     test_chosen_rate = math.nan
     if chosen != PLAIN:
-        suffix = _evaluate(run_dir, _manifests(index, "test"), {**settings, **candidate_settings(chosen)}, device)
+        suffix = _evaluate(run_dir, _manifests(index, "test"), {**settings, **candidate_settings(chosen)}, device,
+                           corpus_manifests)
         test_chosen = run_ladder(run_dir, index, "test", suffix=suffix, n_boot=n_boot)
         test_chosen_rate = whole_rate(test_chosen, variant=select_variant, min_rung=select_min_rung)
         report.append(f"## test pool, {chosen} (chosen on dev)\n\n{dose_response_table(test_chosen)}")
@@ -116,7 +123,7 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, candidates: 
     report.append("## choice\n\n" + f"Rule: {rule}.\n\n| setting | dev CER (%) |\n| --- | ---: |\n"
                   + "".join(f"| {c or 'plain'} | {rates[c]:.2f} |\n" for c in dev)
                   + f"\nChosen: **{chosen or 'plain'}**; decoded on test once.\n")
-    out = run_dir / "eval" / "ladder"
+    out = ladder_results_dir(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "report.md", "\n".join(report))
     atomic_write_json(out / "choice.json", choice, indent=1)

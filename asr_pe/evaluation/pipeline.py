@@ -1,16 +1,20 @@
 """Evaluate a trained run: decode test manifests, write per_utt.jsonl, buckets.csv, buckets.md.
 
-``evaluate_run(run_dir, cfg_overrides)`` loads the run's saved config, tokenizer, CMVN and
-checkpoint (``weights_only=True``; `asr_pe.inference.run_loading.load_run`), decodes every
-selected test set (`asr_pe.inference.decode.decode_batch`) and writes
-``<run_dir>/eval/<test set>/`` atomically. The decoding method is recorded in the files.
+``evaluate_run(run_dir, cfg_overrides, corpus_manifests=...)`` is the one evaluation of a run
+folder: ``evaluate.py``, the evaluation after ``train.py``, the length ladder
+(`asr_pe.evaluation.ladder`) and the recipes' evaluation stage (through ``evaluate.py``) all call
+it. It loads the run's saved config, tokenizer, CMVN and checkpoint (``weights_only=True``;
+`asr_pe.inference.run_loading.load_run`), decodes every selected test set
+(`asr_pe.inference.decode.decode_batch`) and writes ``<run_dir>/eval/<test set><suffix>/``
+(`asr_pe.run_folder.result_dir`) atomically. The decoding method is recorded in the files.
 
-Evaluation settings (``eval:``) are resolved the same way for the evaluation that follows
-``train.py`` and for ``evaluate.py run=<dir>``: `EVAL_DEFAULTS` (conf/eval/default.yaml), then
-the run's own ``config.yaml`` ``eval:`` section, then the caller's values that are not null
-(`eval_settings`). ``evaluate.py`` passes only the ``eval`` keys given on its command line, so
-a later evaluation buckets, blocks and decodes on the device exactly as the one after
-training did unless a key is given.
+Where the run's corpus is comes from its config's ``data.corpus`` (a ``_target_`` that builds or
+finds the corpus): the caller passes ``corpus_manifests(data_cfg)``, which the entry layer
+implements with Hydra's ``instantiate`` (`asr_pe.training.data.resolve_manifests`), so nothing
+here knows Hydra or Lightning.
+
+Evaluation settings (``eval:``) are resolved by `asr_pe.evaluation.settings.eval_settings`:
+defaults < the run's own ``config.yaml`` < the caller's values that are not null.
 
 Every selected test manifest is read before anything is decoded; a missing one or one
 without utterances stops the evaluation with one error naming the file (``EmptyTestSetError``),
@@ -22,23 +26,21 @@ the sampler never shards (a process group left over from DDP training would othe
 process a 1/world_size share of the batches), and the scored ids are compared with the
 manifest's before anything is written (`asr_pe.evaluation.coverage`). Each result records the
 checkpoint it came from (name, training step, SHA-256 of the file;
-`asr_pe.training.provenance`), so a result of an older checkpoint can be told and redone.
+`asr_pe.evaluation.provenance`), so a result of an older checkpoint can be told and redone.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import re
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.data.dataset import ASRDataset, collate
-from asr_pe.data.manifest import ManifestError, Utterance
+from asr_pe.data.manifest import ManifestError, Utterance, read_manifest
 from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.evaluation.buckets import (
     DOUBLING,
@@ -51,12 +53,14 @@ from asr_pe.evaluation.buckets import (
 )
 from asr_pe.evaluation.coverage import check_scored_every_utterance
 from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
+from asr_pe.evaluation.input_checks import check_eval_inputs
+from asr_pe.evaluation.provenance import checkpoint_record
 from asr_pe.evaluation.scoring import score_record
+from asr_pe.evaluation.settings import eval_settings
 from asr_pe.inference.decode import decode_batch
 from asr_pe.inference.device import resolve_device
-from asr_pe.inference.long_form import resolve_block_size
+from asr_pe.inference.full_context import resolve_block_size
 from asr_pe.inference.remedies import (
-    RemedyError,
     check_remedies,
     one_by_one,
     parse_remedies,
@@ -67,23 +71,14 @@ from asr_pe.inference.remedies import (
     run_train_seconds,
 )
 from asr_pe.inference.run_loading import load_run, load_run_config
-from asr_pe.inference.transcribe import MODES, make_encode_fn
-
-from .config_checks import check_eval_inputs
-from .data import read_manifests, resolve_manifests, resolve_test_sets
-from .provenance import checkpoint_record
-from .run_dir import pe_label
+from asr_pe.inference.transcribe import make_encode_fn
+from asr_pe.run_folder import PER_UTT, pe_label, result_dir, result_name
 
 log = logging.getLogger(__name__)
 
-# The evaluation settings when neither the run's config.yaml nor the caller sets them: the one
-# definition in conf/eval/default.yaml (the group train.py and evaluate.py compose).
-EVAL_DEFAULTS: dict[str, Any] = OmegaConf.to_container(
-    OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "eval" / "default.yaml"))
-
-
-class EvalSettingsError(ValueError):
-    """A bad ``eval.*`` setting (unknown key, bad edges, block size, mode, suffix or number)."""
+# data_cfg -> {"train": [paths], "dev": [paths], "test": {name: path}}: the run's corpus, located
+# by the entry layer (Hydra's instantiate of data.corpus; asr_pe.training.data.resolve_manifests)
+CorpusManifests = Callable[[DictConfig], Mapping[str, Any]]
 
 
 class EmptyTestSetError(ManifestError):
@@ -97,52 +92,26 @@ class EmptyTestSetError(ManifestError):
         self.path, self.line, self.reason = str(path), 0, reason
 
 
-def _plain(value: Any) -> Any:
-    return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
-
-
-def eval_settings(run_eval: Mapping[str, Any] | None, override_eval: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`EVAL_DEFAULTS` < the run's own ``eval:`` (its config.yaml) < the caller's non-null values.
-
-    A null at either level means "not set here" (a run's ``train_length_s: null`` keeps the default). The caller's keys must be known ones (a typo would otherwise be ignored)."""
-    run_eval, override_eval = dict(_plain(run_eval) or {}), dict(_plain(override_eval) or {})
-    unknown = sorted(set(override_eval) - set(EVAL_DEFAULTS))
-    if unknown:
-        raise EvalSettingsError(f"unknown eval setting(s) {unknown}; known: {sorted(EVAL_DEFAULTS)}")
-    settings = dict(EVAL_DEFAULTS)
-    # keys of older run configs that this version no longer has are left out
-    for source in (run_eval, override_eval):
-        settings.update({k: v for k, v in source.items() if v is not None and k in EVAL_DEFAULTS})
-    check_eval_settings(settings)
-    return settings
-
-
-def check_eval_settings(settings: Mapping[str, Any]) -> None:
-    """Reject bad settings before any model is loaded or audio decoded (EvalSettingsError)."""
-    try:
-        resolve_edges(settings["edges"], [])
-        resolve_block_size(settings["block_size"], 1, 1)
-    except ValueError as e:
-        raise EvalSettingsError(f"eval: {e}") from None
-    try:
-        parse_remedies(settings["remedy"])
-    except RemedyError as e:
-        raise EvalSettingsError(str(e)) from None
-    if settings["train_length_s"] is not None and not (
-            isinstance(settings["train_length_s"], (int, float)) and settings["train_length_s"] > 0):
-        raise EvalSettingsError(f"eval.train_length_s={settings['train_length_s']!r}: must be a number of seconds > 0")
-    if settings["mode"] not in MODES:
-        raise EvalSettingsError(f"eval.mode={settings['mode']!r}: choose one of {MODES}")
-    # eval.suffix names a folder beside the others (eval/test, eval/test_joint, ...)
-    if not re.fullmatch(r"[A-Za-z0-9_.+-]*", str(settings["suffix"])):
-        raise EvalSettingsError(f"eval.suffix={settings['suffix']!r}: use letters, digits and _ . + - only "
-                                "(it names a folder)")
-    for key, low, strict in (("n_boot", 0, False), ("batch_seconds", 0, True), ("chunk_s", 0, True),
-                             ("overlap_s", 0, False)):
-        value = settings[key]
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or value < low or (strict and value == low):
-            raise EvalSettingsError(f"eval.{key}={value!r}: must be a number {'>' if strict else '>='} {low}")
+def resolve_test_sets(data_cfg: DictConfig, manifests: Mapping[str, Any]) -> dict[str, str]:
+    """``data.test``: null (every test set of the corpus), a name, a path, or a list/mapping."""
+    sel = data_cfg.get("test")
+    if sel is None:
+        return dict(manifests["test"])
+    if isinstance(sel, (DictConfig, Mapping)):
+        return {str(k): str(v) for k, v in sel.items()}
+    items = [sel] if isinstance(sel, str) else list(sel)
+    out = {}
+    for item in items:
+        if item in manifests["test"]:
+            out[item] = manifests["test"][item]
+        elif Path(item).exists():
+            out[Path(item).stem] = str(item)
+        else:
+            raise FileNotFoundError(
+                f"data.test={item!r} is neither a test set of this corpus "
+                f"({sorted(manifests['test'])}) nor an existing manifest file"
+            )
+    return out
 
 
 def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
@@ -152,7 +121,7 @@ def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path}: test manifest of test set {name!r} not found; run the recipe's "
                                     "prepare stage first")
-        utts = read_manifests([path])
+        utts = read_manifest(path)
         if not utts:
             raise EmptyTestSetError(path, name)
         out[name] = utts
@@ -160,11 +129,12 @@ def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
 
 
 def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictConfig | None = None,
-                 device: str | None = None) -> dict[str, list[dict]]:
+                 device: str | None = None, *, corpus_manifests: CorpusManifests) -> dict[str, list[dict]]:
     """Decode and score the run's test sets; returns {test set + suffix: bucket rows}.
 
     ``cfg_overrides``: ``decode``, ``eval`` (see `eval_settings`) and ``data.test``;
-    ``device`` (auto | cpu | cuda[:N]), when given, wins over ``eval.device``."""
+    ``device`` (auto | cpu | cuda[:N]), when given, wins over ``eval.device``;
+    ``corpus_manifests``: the run's corpus from its ``data`` config (`CorpusManifests`)."""
     run_dir = Path(run_dir)
     over = OmegaConf.create(OmegaConf.to_container(cfg_overrides, resolve=True) if isinstance(cfg_overrides, DictConfig)
                             else dict(cfg_overrides or {}))
@@ -181,7 +151,7 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     data_cfg = cfg.data.copy()
     if over.get("data") is not None and over.data.get("test") is not None:
         data_cfg.test = over.data.test
-    test_sets = resolve_test_sets(data_cfg, resolve_manifests(data_cfg))
+    test_sets = resolve_test_sets(data_cfg, corpus_manifests(data_cfg))
     test_utts = read_test_sets(test_sets)  # every set checked before the first is decoded
     check_eval_inputs(cfg, decode, test_utts, settings, run_dir)  # decode settings, audio vs manifest, PE table
     cfg, model, tokenizer, features, cmvn, ckpt = load_run(run_dir, settings["checkpoint"], device)
@@ -239,7 +209,7 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
                             "bucket; eval.edges=%s gives every length its own bucket", name, past_last, len(records),
                             edges[-1], DOUBLING)
             rows = bucket_table(records, edges, n_boot=int(settings["n_boot"]), seed=0)
-            out = run_dir / "eval" / f"{name}{suffix}"
+            out = result_dir(run_dir, name, suffix)
             out.mkdir(parents=True, exist_ok=True)
             meta = {"run": str(run_dir), "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "test_set": name,
                     "manifest": str(path), "utterances": len(records), "checkpoint": checkpoint,
@@ -248,17 +218,20 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
                        else {"block_size": block_size}),
                     "edges": describe_edges(edges_spec, edges), "device": device, **remedy_meta,
                     "seconds": round(time.time() - t0, 1)}
-            write_per_utt(records, out / "per_utt.jsonl")
+            write_per_utt(records, out / PER_UTT)
             write_bucket_files(rows, out, meta=meta)
             print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')} "
                   f"device={device}" + (f" remedy={remedy_meta['remedy']}" if remedy_meta else ""))
             print(format_table(rows))
             print(f"bucket edges (s): {meta['edges']}; buckets without utterances have no row")
-            results[f"{name}{suffix}"] = rows
+            results[result_name(name, suffix)] = rows
     # a long-form set evaluated with the set holding its parts: the in-context ratio beside it
     for long, (alone, parts) in in_context_pairs(test_utts, test_sets).items():
-        ic = write_in_context(run_dir / "eval" / f"{long}{suffix}", run_dir / "eval" / f"{alone}{suffix}",
+        ic = write_in_context(result_dir(run_dir, long, suffix), result_dir(run_dir, alone, suffix),
                               parts, alone_set=alone, n_boot=int(settings["n_boot"]))
         print(f"[asr_pe] {long}: in-context ratio {ic.ratio:.2f}x [{ic.ci_low:.2f}, {ic.ci_high:.2f}] "
               f"(whole {ic.whole:.2f} % / alone on {alone} {ic.alone:.2f} %, {len(ic.rows)} recordings)")
     return results
+
+
+__all__ = ["CorpusManifests", "EmptyTestSetError", "evaluate_run", "read_test_sets", "resolve_test_sets"]
