@@ -32,7 +32,7 @@ from asr_pe.errors import ConfigError
 from asr_pe.io import atomic_write_json
 
 from .provenance import checkpoint_record
-from .run_dir import DATA_READY, PREPARED_FILES, artifacts_key, data_key
+from .run_dir import DATA_READY, PREPARED_FILES, artifacts_key
 
 # The config that decides the weights and how the inputs are made, compared key by key.
 MODEL_KEYS = ("frontend", "encoder", "pe", "loss", "decoder", "data.features", "data.tokenizer")
@@ -115,7 +115,9 @@ def seed_prepared_files(source_run: Path, run_dir: Path, cfg: DictConfig) -> Non
                           "tokenizer and CMVN they were trained with")
     for name in PREPARED_FILES:
         shutil.copyfile(source_run / name, run_dir / name)
-    atomic_write_json(run_dir / DATA_READY, {"key": data_key(cfg), "artifacts_key": artifacts_key(cfg),
+    # the files' settings for rank 0's check of them; "key" stays unset, so the other DDP ranks keep
+    # waiting until rank 0 has prepared the rest (manifests) and writes the marker with its key
+    atomic_write_json(run_dir / DATA_READY, {"key": None, "artifacts_key": artifacts_key(cfg),
                                              "error": None, "copied_from": str(source_run)})
 
 

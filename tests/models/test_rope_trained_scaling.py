@@ -6,6 +6,7 @@ for 40 ms frames, the config's refusals, and a remedy that would replace it refu
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +16,6 @@ from asr_pe.inference.remedies import RemedyError, check_remedies, parse_remedie
 from asr_pe.models.asr import build_asr_model
 from asr_pe.models.positional.base import UnknownPEError
 from asr_pe.models.positional.rope import RoPE, trained_scaling
-from pathlib import Path
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 SHIFT = 0.04  # the study's encoder frame: 10 ms fbank frames, 4x front end
