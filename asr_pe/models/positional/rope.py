@@ -42,7 +42,7 @@ gives r_0 = 19.9 rotations and r_17 = 0.003: no frequency turns 32 times, so the
 defaults (α = 1, β = 32, set for 4096 tokens with r_0 = 652) interpolate every one of them. In
 seconds, β keeps the wavelengths shorter than L_tr / β and α fully interpolates those longer
 than L_tr / α. The trained option sets β = 10 (wavelengths up to 0.5 s kept exactly: the ±0.5 s
-neighbourhood where the trained RoPE model puts 79 % of its attention at 2-4 s, so the offsets
+neighbourhood where the study's RoPE model (seed 0) puts 79 % of its attention at 2-4 s, so the offsets
 it relies on keep their angles: r_0, r_1 = 19.9, 11.9) and α = 1 (as the paper: a frequency
 that did not complete one period within the 5 s is interpolated like PI: r_6 = 0.92 onwards);
 r_2 ... r_5 (7.1 ... 1.5) are on the ramp.
