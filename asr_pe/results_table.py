@@ -77,20 +77,21 @@ class ResultsTableError(ValueError):
 
 # ----------------------------------------------------------------------------- what a run archives
 
-def archived_files(run_dir: Path) -> list[str]:
+def archived_files(run_dir: Path, remedy_utts: bool = False) -> list[str]:
     """The files of a run that its archive keeps, as paths inside the run folder, sorted.
 
     run_info.json and config.yaml; per evaluated set buckets.csv, buckets.meta.json and
     per_utt.jsonl, except that an inference remedy's or chunked inference's folder
     (eval/test_window, ...) keeps its bucket tables, which every table and figure reads, without
-    the per-utterance scores (~200 kB a set: a study's remedies would double the archive);
+    the per-utterance scores (~200 kB a set: a study's remedies would double the archive) unless
+    ``remedy_utts`` (a study that reports a remedy's in-context ratio needs them);
     attention_stats/ where scripts/attention_vs_length.py was run. No checkpoints."""
     run_dir = Path(run_dir)
     out = [name for name in (RUN_INFO, "config.yaml") if (run_dir / name).is_file()]
     for set_dir in sorted(p for p in (run_dir / "eval").glob("*/") if p.is_dir()):
         names = ["buckets.csv", "buckets.meta.json", "per_utt.jsonl"]
         meta = set_dir / "buckets.meta.json"
-        if meta.is_file() and re.search(r'"remedy"|"mode": "chunked"', meta.read_text(encoding="utf-8")):
+        if not remedy_utts and meta.is_file() and re.search(r'"remedy"|"mode": "chunked"', meta.read_text(encoding="utf-8")):
             names.remove("per_utt.jsonl")
         out += [f"eval/{set_dir.name}/{n}" for n in names if (set_dir / n).is_file()]
     out += [f"attention_stats/{n}" for n in ("attention_stats.csv", "attention_stats.md")
@@ -275,7 +276,8 @@ def read_run_files(run_dir: Path, rels: Iterable[str]) -> dict[str, str]:
     return {rel: (Path(run_dir) / rel).read_text(encoding="utf-8") for rel in rels}
 
 
-def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike]) -> list[str]:
+def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike], *,
+             remedy_utts: bool = False) -> list[str]:
     """Add (or replace) the runs in ``run_dirs`` in ``table`` (created when absent), each with
     `archived_files`; returns their names. Adding a run again gives the same table."""
     table = Path(table)
@@ -284,7 +286,7 @@ def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike]) ->
     for d in map(Path, run_dirs):
         if not (d / RUN_INFO).is_file():
             raise ResultsTableError(f"{d}: not a run folder (no {RUN_INFO})")
-        runs[d.name] = table_rows(d.name, read_run_files(d, archived_files(d)))
+        runs[d.name] = table_rows(d.name, read_run_files(d, archived_files(d, remedy_utts)))
         added.append(d.name)
     write_table(table, runs)
     return added
@@ -421,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     p_add.add_argument("runs", nargs="*", type=Path, help="run folders (default: every run folder in <study>)")
     p_add.add_argument("--remove", action="store_true", help="delete each added run folder once the table "
                        "holds it and renders every file of it back identically")
+    p_add.add_argument("--remedy-utts", action="store_true", help="keep the per-utterance scores of inference "
+                       "remedies' folders too (for a remedy's in-context ratio)")
     p_list = sub.add_parser("list", help="print <study>/<run> for each run in the table")
     p_list.add_argument("study", type=Path)
     p_list.add_argument("pattern", nargs="?", default="*")
@@ -444,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = [str(d) for d in runs if not (d / RUN_INFO).is_file()]
         if missing:
             raise ResultsTableError(f"not run folders (no {RUN_INFO}): {', '.join(missing)}")
-        added = add_runs(table, runs)
+        added = add_runs(table, runs, remedy_utts=args.remedy_utts)
         if args.remove:
             _check(table, runs)     # the table renders each folder back before it goes
             for d in runs:

@@ -229,8 +229,9 @@ def pe_label(pe: Mapping[str, Any]) -> str:
 
 def training_remedy(cfg: Mapping[str, Any]) -> str:
     """The training-time length remedy of a run config, "" for none: ``posscale:<lo>-<hi>`` /
-    ``randpos:<s>`` (encoder.position_map), ``concat:<s>`` (data.concat_max_seconds), joined by '+'."""
-    parts = []
+    ``randpos:<s>`` (encoder.position_map), ``concat:<s>`` (data.concat_max_seconds), joined by '+';
+    ``finetune`` first for a run started from another run's weights (``init_from``)."""
+    parts = ["finetune"] if cfg.get("init_from") else []
     pmap = (cfg.get("encoder") or {}).get("position_map")
     if pmap:
         if pmap.get("kind") == "scale":

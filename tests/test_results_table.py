@@ -124,6 +124,18 @@ def test_adding_runs_keeps_the_archive_files_and_is_idempotent(tmp_path):
         assert {json.loads(line)["run"] for line in f} == {"none_ctc_s0", "rope_ctc_s0"}
 
 
+def test_a_study_that_reports_a_remedy_s_in_context_ratio_keeps_its_per_utterance_scores(tmp_path):
+    """--remedy-utts: the window folder's per_utt.jsonl is archived too, and renders back."""
+    a = _run(tmp_path / "live", "rope_ctc_s0", 7.0, remedy=True)
+    table = tmp_path / "study" / TABLE_NAME
+    add_runs(table, [a], remedy_utts=True)
+    rope = render_run(read_table(table)["rope_ctc_s0"])
+    assert "eval/test_window/per_utt.jsonl" in rope
+    assert rope["eval/test_window/per_utt.jsonl"] == (a / "eval" / "test_window" / "per_utt.jsonl").read_text()
+    utt = [r for r in read_table(table)["rope_ctc_s0"] if r["kind"] == "utt"]
+    assert sorted({r["suffix"] for r in utt}) == ["", "_window"] and len(utt) == 4
+
+
 def test_numbers_are_stored_as_numbers_and_a_file_that_would_not_round_trip_as_text():
     files = {"eval/test/buckets.csv": "bucket,lo,cer\n0-2,0,1.50\nall,0,nan\n",   # "%.2f" column, "nan" cell
              "attention_stats/attention_stats.csv": "a,b\r\n1,2\r\n",          # not the writer's line ends

@@ -121,6 +121,11 @@ def check_remedies(model: nn.Module, remedies: list[Remedy], pe_label: str = "")
         if r.name in ROPE_SCALINGS and not _rope_hooks(model):
             raise RemedyError(f"eval.remedy={r.label}: this run's encoder has no RoPE (pe={pe_label or '?'}); "
                               "rope_pi / rope_ntk / rope_yarn apply to pe=rope only (window and logit_scale to any)")
+        trained = [h.scaling for h in _rope_hooks(model) if h.scaling is not None and h.scaling.factor is not None]
+        if r.name in ROPE_SCALINGS and trained:
+            raise RemedyError(f"eval.remedy={r.label}: this model was trained with a RoPE rescaling "
+                              f"({trained[0].kind}, factor {trained[0].factor:g}); a second one would replace "
+                              "it, not add to it; decode without the rope_* remedy (window and logit_scale apply)")
 
 
 @contextlib.contextmanager

@@ -61,7 +61,7 @@ PE_FAMILY: dict[str, str] = {
     "none": REFERENCE,
     "sinusoidal": "input", "sinusoidal_sqrtd": "input", "learned": "input", "learned_wrap": "input",
     "conv": "input", "cape": "input",
-    "rope": "q/k rotation",
+    "rope": "q/k rotation", "rope_pi": "q/k rotation", "rope_yarn": "q/k rotation",  # the last two: rescaled in training
     "shaw": "logit bias", "relative": "logit bias", "t5": "logit bias", "alibi": "logit bias",
     "rem": "after softmax",
 }

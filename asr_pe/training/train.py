@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ from .checkpoint_io import RunFolderCheckpointIO
 from .checkpoints import remove_partial_writes, run_checkpoints
 from .config_checks import check_train_config
 from .data import ASRDataModule, loader_timeout_error, prepare_run_data, resolve_manifests
+from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
 from .logs import conventional_logging
 from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed
@@ -56,6 +58,18 @@ def _callbacks(cfg: DictConfig, run_dir: Path) -> list:
     # checkpoints/last.ckpt and best.ckpt under fixed names (training/checkpoints.py)
     return [*run_checkpoints(run_dir, int(cfg.checkpoint.every_n_train_steps)), ApplyOptimSettings(),
             *_progress_bars(cfg)]
+
+
+def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
+    """run_info.json's ``init_from`` (the checkpoint a fine-tune started from): recorded at the
+    first start, kept from the run's own run_info.json when it resumes; {} for a run from scratch."""
+    if source is not None:
+        return {"init_from": init_record(*source)}
+    try:
+        previous = json.loads((run_dir / "run_info.json").read_text()).get("init_from")
+    except (OSError, ValueError):
+        previous = None
+    return {"init_from": previous} if previous else {}
 
 
 def _in_multirun() -> bool:
@@ -99,6 +113,9 @@ def train(cfg: DictConfig) -> Path:
         print(f"[asr_pe] finished run, skipped: {run_dir}")
         return run_dir
     ckpt = plan.checkpoint
+    # a fine-tune's source (init_from): checked against this config before any data work; only the
+    # first start loads it (a resumed fine-tune continues from its own checkpoint)
+    source = check_init_from(cfg) if ckpt is None else None
     check_slurm_layout(trainer.num_devices, trainer.num_nodes)
     check_multirun_ddp(_in_multirun(), trainer.world_size,
                        trainer.strategy.cluster_environment.creates_processes_externally
@@ -120,12 +137,16 @@ def train(cfg: DictConfig) -> Path:
     plain_cfg = OmegaConf.to_container(cfg, resolve=True)
     kwargs = model_kwargs(plain_cfg, vocab_size=1)
     frontend = frontend_from_config(kwargs["frontend"], kwargs["in_features"], kwargs["encoder"]["d_model"])
+    if source is not None and zero:
+        seed_prepared_files(source[0], run_dir, cfg)  # the tokenizer and CMVN the weights were trained on
     data = prepare_on_rank_zero(
         run_dir, data_key(cfg), trainer.global_rank,
         lambda: prepare_run_data(cfg.data, run_dir, frontend=frontend, uses_ctc=uses_ctc), artifacts=artifacts_key(cfg))
     log.info("data: %s", data.report)
 
     model = build_asr_model(**model_kwargs(plain_cfg, data.tokenizer.vocab_size))
+    if source is not None:
+        load_init_weights(model, source[1])
     from .module import ASRModule, count_parameters  # after data: keeps import-time errors readable
 
     total_steps = int(cfg.trainer.max_steps) if int(cfg.trainer.get("max_steps", -1)) > 0 else None
@@ -144,6 +165,7 @@ def train(cfg: DictConfig) -> Path:
             "arm": str(cfg.get("arm") or ""),
             "label": run_label(cfg),
             "data_report": data.report,
+            **_init_from_record(run_dir, source),
         })
         print(f"[asr_pe] model: {count_parameters(model) / 1e6:.2f} M parameters, pe={pe_label(cfg.pe)}, "
               f"loss={cfg.loss.name}, train {data.report['train_used']} utts ({data.report['train_hours']:.2f} h)")

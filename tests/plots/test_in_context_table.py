@@ -106,7 +106,7 @@ def _series(root):
     return (aggregate(load_runs([root], "test")[0], "cer"), aggregate(load_runs([root], "longform")[0], "cer"))
 
 
-COMMITTED = sorted((REPO / "recipes" / "synth" / "study").rglob("in_context.md"))
+COMMITTED = sorted((REPO / "recipes" / "synth" / "study").rglob("in_context*.md"))
 
 
 @pytest.mark.parametrize("committed", COMMITTED, ids=[str(p.parent.relative_to(REPO)) for p in COMMITTED])

@@ -27,6 +27,25 @@ the training length in frames and s = L / L_tr, nothing changes for L <= L_tr, a
   γ_k = clamp((r_k − α)/(β − α), 0, 1) and θ_k -> (1 − γ_k)·θ_k/s + γ_k·θ_k (α = 1, β = 32:
   frequencies seen for fewer than one period are interpolated, those seen for more than 32 kept),
   and the logits are multiplied by (0.1·ln s + 1)² (the paper's √(1/t) on q and on k).
+
+A trained rescaling (``pe.attention.scaling``, a model config: the RoPE options ``rope_pi`` /
+``rope_yarn``): the papers' own use, a fixed factor s = target length / training length applied
+at every input length, in fine-tuning on longer inputs and in every evaluation after it
+(``RopeScaling.factor`` set; the same formulas with that s). Unlike the remedies it does not
+depend on the input, so batches stay batched.
+
+YaRN's α and β count rotations over the training length: r_k = L_tr / λ_k is unit-free, the
+same whether L_tr and λ_k are in tokens, frames or seconds. What changes with the frame rate is
+which r_k exist. Here a frame is 40 ms (the 4x front end over 10 ms fbank frames) and a head is
+36 wide (d_model 144, 4 heads), so over the study's 5 s = 125 frames λ_0 = 2π frames = 0.25 s
+gives r_0 = 19.9 rotations and r_17 = 0.003: no frequency turns 32 times, so the language-model
+defaults (α = 1, β = 32, set for 4096 tokens with r_0 = 652) interpolate every one of them. In
+seconds, β keeps the wavelengths shorter than L_tr / β and α fully interpolates those longer
+than L_tr / α. The trained option sets β = 10 (wavelengths up to 0.5 s kept exactly: the ±0.5 s
+neighbourhood where the study's RoPE model (seed 0) puts 79 % of its attention at 2-4 s, so the offsets
+it relies on keep their angles: r_0, r_1 = 19.9, 11.9) and α = 1 (as the paper: a frequency
+that did not complete one period within the 5 s is interpolated like PI: r_6 = 0.92 onwards);
+r_2 ... r_5 (7.1 ... 1.5) are on the ramp.
 """
 
 from __future__ import annotations
@@ -36,7 +55,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import AttentionPE, register_attention_pe
+from .base import AttentionPE, UnknownPEError, register_attention_pe
 from .position_maps import build_position_map
 
 
@@ -57,6 +76,9 @@ class RopeScaling:
     train_frames: int
     yarn_alpha: float = 1.0
     yarn_beta: float = 32.0
+    # None: an inference remedy, s = input length / train_frames and only beyond it. A number:
+    # a trained rescaling, s = factor at every input length (PI, YaRN as fine-tuned)
+    factor: float | None = None
 
     def __post_init__(self):
         if self.kind not in SCALINGS:
@@ -65,6 +87,41 @@ class RopeScaling:
             raise ValueError(f"rope scaling needs a training length >= 1 frame, got {self.train_frames}")
         if not 0 <= self.yarn_alpha < self.yarn_beta:
             raise ValueError(f"yarn needs 0 <= alpha < beta, got {self.yarn_alpha}, {self.yarn_beta}")
+        if self.factor is not None and not self.factor >= 1:
+            raise ValueError(f"a trained rope scaling needs a factor >= 1 (target / training length), got {self.factor}")
+
+    def factor_for(self, n_keys: int) -> float:
+        """s for an input of ``n_keys`` frames: the fixed factor, or n_keys / train_frames beyond
+        the training length (1 within it)."""
+        if self.factor is not None:
+            return float(self.factor)
+        return max(1.0, n_keys / self.train_frames)
+
+
+TRAINED_SCALINGS = ("pi", "yarn")
+
+
+def trained_scaling(spec: dict | None, frame_shift_s: float) -> RopeScaling | None:
+    """``pe.attention.scaling`` -> a fixed `RopeScaling`: ``{kind: pi | yarn, train_seconds,
+    target_seconds[, alpha, beta]}`` (s = target / train seconds; YaRN's ramp over train_seconds
+    in frames of ``frame_shift_s``); None or ``{kind: none}`` for plain RoPE."""
+    if not spec or spec.get("kind") in (None, "none"):
+        return None
+    kind = spec.get("kind")
+    if kind not in TRAINED_SCALINGS:
+        raise UnknownPEError(f"pe.attention.scaling.kind must be one of {('none', *TRAINED_SCALINGS)}, got {kind!r}")
+    unknown = sorted(set(spec) - {"kind", "train_seconds", "target_seconds", "alpha", "beta"})
+    if unknown:
+        raise UnknownPEError(f"pe.attention.scaling: unknown key(s) {unknown}; valid: kind, train_seconds, "
+                         "target_seconds, alpha, beta")
+    try:
+        train_s, target_s = float(spec["train_seconds"]), float(spec["target_seconds"])
+    except (KeyError, TypeError, ValueError):
+        raise UnknownPEError("pe.attention.scaling needs train_seconds and target_seconds (numbers, seconds)") from None
+    if not 0 < train_s <= target_s:
+        raise UnknownPEError(f"pe.attention.scaling: need 0 < train_seconds <= target_seconds, got {train_s:g}, {target_s:g}")
+    return RopeScaling(kind, max(1, round(train_s / frame_shift_s)), float(spec.get("alpha", 1.0)),
+                       float(spec.get("beta", 32.0)), factor=target_s / train_s)
 
 
 @register_attention_pe("rope")
@@ -82,6 +139,7 @@ class RoPE(AttentionPE):
         time_scale: float | None = None,
         causal: bool = False,
         position_map: dict | None = None,
+        scaling: dict | None = None,
     ):
         super().__init__()
         assert d_model % n_heads == 0, f"rope: d_model {d_model} not divisible by n_heads {n_heads}"
@@ -96,6 +154,9 @@ class RoPE(AttentionPE):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         # a training-time remedy for long inputs (position_maps.py): positions drawn per forward
         self.position_map = build_position_map(position_map, self.frame_shift_s)
+        # a trained rescaling (module doc), part of the model; the remedies may replace it for a
+        # decoding and restore it after
+        self.scaling = trained_scaling(scaling, self.frame_shift_s)
 
     def _position_unit(self) -> float:
         """Frames -> the positions the frequencies apply to (1, or Δt·time_scale)."""
@@ -105,9 +166,9 @@ class RoPE(AttentionPE):
         """(θ (d/2,), position factor, logit factor) for an input of ``n_keys`` frames: the
         plain ones (θ, 1, 1) unless ``scaling`` is set and n_keys exceeds its training length."""
         sc = self.scaling
-        if sc is None or n_keys <= sc.train_frames:
+        if sc is None or (sc.factor is None and n_keys <= sc.train_frames):
             return self.inv_freq, 1.0, 1.0
-        s = n_keys / sc.train_frames
+        s = sc.factor_for(n_keys)
         d = self.d_head
         if sc.kind == "pi":
             return self.inv_freq, 1.0 / s, 1.0
