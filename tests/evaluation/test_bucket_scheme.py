@@ -21,6 +21,8 @@ from asr_pe.evaluation.buckets import (
     resolve_edges,
 )
 
+from asr_pe.results_table import TABLE_NAME, expand_run_paths
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -85,7 +87,11 @@ def test_doubling_reproduces_every_committed_synth_study_table():
     160 s long-form sets, CTC / joint / attention decodings) was bucketed with
     [0, 2, 4, ..., 256]; the doubling scheme from each set's own longest utterance gives the
     identical buckets.csv, bootstrap intervals included (same seed, same bucket labels)."""
-    per_utt_files = sorted((ROOT / "recipes" / "synth").glob("study*/**/eval/*/per_utt.jsonl"))
+    # the archived runs are kept in one table per study (asr_pe/results_table.py), read here as
+    # the run folders they render back to
+    per_utt_files = sorted(path for table in (ROOT / "recipes" / "synth").glob("study*/**/" + TABLE_NAME)
+                           for _, run in expand_run_paths(table) or []
+                           for path in run.glob("eval/*/per_utt.jsonl"))
     # the current CTC study alone: 24 runs x (test, longform)
     assert len(per_utt_files) >= 48, "the committed synth-study results are missing"
     longest = 0.0
