@@ -40,8 +40,8 @@ def _folders_before_the_table(study: Path) -> tuple[str, dict[str, bytes]]:
     # second parent; the parent that holds them is the one read
     removed = _git("log", "-1", "-m", "--format=%H", "--diff-filter=D", "--", f"{rel}/*/run_info.json",
                    text=True).stdout.strip()
-    if not removed:
-        pytest.skip(f"no commit in this clone removed the run folders of {rel}")
+    if not removed:                     # a table written from live runs, never committed as folders
+        return None, {}
     names, before = [], None
     for parent in _git("rev-list", "--parents", "-n1", removed, text=True).stdout.split()[1:]:
         try:
@@ -70,6 +70,13 @@ def _folders_before_the_table(study: Path) -> tuple[str, dict[str, bytes]]:
 def test_the_table_holds_every_file_of_the_run_folders_it_replaced(table):
     commit, files = _folders_before_the_table(table.parent)
     runs = read_table(table)
+    if commit is None:
+        # nothing in git to compare with (archived from live run folders, e.g. the length ladder):
+        # the table is its own record, so each run's files render back to the same rows
+        for run, rows in runs.items():
+            assert table_rows(run, render_run(rows)) == rows, run
+        assert {"utt", "bucket", "json"} <= {row["kind"] for rows in runs.values() for row in rows}
+        return
     rendered = {f"{run}/{rel}": text.encode("utf-8") for run, rows in runs.items()
                 for rel, text in render_run(rows).items()}
     assert files, f"no run files at {commit}"

@@ -369,10 +369,11 @@ CLAIMS = [
           lambda d: [in_ctx(d, "rope").alone, cer(d, "rope"), ratio(d, "rope"), in_ctx(d, "rope").ratio,
                      ratio(d, "t5"), in_ctx(d, "t5").ratio, ratio(d, "sinusoidal"), in_ctx(d, "sinusoidal").ratio]),
     Claim("in-context over seeds 0-2",
-          "over seeds 0-2 of none, RoPE, relative and sinusoidal: RoPE {}× [{}, {}], sinusoidal {}×, relative and "
-          "`none` {}×",
+          "over seeds 0-2 of none, RoPE, relative, sinusoidal and CAPE: RoPE {}× [{}, {}], sinusoidal {}×, "
+          "CAPE {}×, relative and `none` {}×",
           lambda d: [in_ctx(d, "rope", "seeds", (0, 1, 2)).ratio, in_ctx(d, "rope", "seeds", (0, 1, 2)).ci_low,
                      in_ctx(d, "rope", "seeds", (0, 1, 2)).ci_high, in_ctx(d, "sinusoidal", "seeds", (0, 1, 2)).ratio,
+                     in_ctx(d, "cape", "seeds", (0, 1, 2)).ratio,
                      *_same(in_ctx(d, "relative", "seeds", (0, 1, 2)).ratio, in_ctx(d, "none", "seeds", (0, 1, 2)).ratio)]),
     # remedies
     Claim("window on RoPE",
