@@ -2,12 +2,21 @@
 
     python scripts/evaluate_ladder.py run=runs/synth_study/rope_ctc_s0 [ladder=DIR] \\
         [candidates=[window:2.5,window:5,window:10,rope_ntk,rope_ntk@10,rope_yarn,chunked:20:4]] \\
-        [select_variant=nogap] [select_min_rung=10] [device=cpu] [n_boot=1000] [checkpoint=best|last]
+        [select_variant=nogap] [select_min_rung=10] [device=cpu] [n_boot=1000] [checkpoint=best|last] \
+        [reuse=true]
 
 Without ``ladder`` the default ladder is built (or reused) in the cache (python -m
 asr_pe.data.synth.ladder). Writes <run>/eval/<ladder set>[<suffix>]/ for every set decoded and
 <run>/eval/ladder/{report.md,choice.json} (asr_pe/evaluation/ladder.py). Every option:
 conf/evaluate_ladder.yaml.
+
+Resumable and incremental: a set whose result folder is complete and records the same checkpoint
+bytes (name, step, SHA-256) and the same settings (the manifest's SHA-256, decoding, mode,
+chunking, block size, remedy, edges, n_boot, batch size, device; asr_pe/evaluation/reuse.py) is
+reused, not decoded again; every other set is decoded. Run again after a kill, or with one more
+candidate, and only what is missing is decoded; the report and choice equal a fresh evaluation's.
+One log line per set says "reused" or "decoding ...: <why>", the last "decoded N sets, reused M".
+``reuse=false`` decodes every set.
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ def main(cfg: DictConfig) -> None:
             choice = evaluate_ladder(cfg.run, ladder, corpus_manifests=resolve_manifests,
                                      candidates=[str(c) for c in cfg.candidates],
                                      select_variant=cfg.select_variant, select_min_rung=float(cfg.select_min_rung),
-                                     device=cfg.device, n_boot=int(cfg.n_boot), checkpoint=cfg.checkpoint)
+                                     device=cfg.device, n_boot=int(cfg.n_boot), checkpoint=cfg.checkpoint,
+                                     reuse=bool(cfg.reuse))
         except (LadderError, KeyError) as e:  # EvalSettingsError: friendly_errors
             raise ConfigError(str(e)) from None
     print(f"chosen on dev: {choice['chosen']}; report: {Path(cfg.run) / 'eval' / 'ladder' / 'report.md'}")

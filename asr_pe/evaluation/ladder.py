@@ -11,6 +11,12 @@ recordings of ``select_variant`` at least ``select_min_rung`` seconds long, deco
 decoded on the test pool. It writes ``eval/ladder/report.md`` (the dose-response tables: dev plain,
 test plain, and test with the chosen setting) and ``eval/ladder/choice.json`` (every candidate's dev
 rate, the choice and the rule), atomically.
+
+It resumes and extends: a set's result folder that is complete and records the checkpoint bytes
+and settings it would be decoded with now is reused, not decoded again (`asr_pe.evaluation.reuse`),
+so a second call with one more candidate decodes only that candidate's dev sets (and the test
+pool if it is chosen), and a call killed half-way loses only the set it was decoding. Each set
+logs whether it was decoded or reused (and why), the end ``decoded N sets, reused M``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from asr_pe.data.synth.ladder import ladder_sets
 from asr_pe.evaluation.ladder_report import choose_on_dev, dose_response_table, pool_sets, run_ladder, whole_rate
 from asr_pe.inference.remedies import parse_remedies, remedy_suffix
 from asr_pe.evaluation.pipeline import CorpusManifests, evaluate_run
+from asr_pe.evaluation.reuse import Reuse
 from asr_pe.evaluation.settings import EvalSettingsError
 from asr_pe.io import atomic_write_json, atomic_write_text
 from asr_pe.run_folder import ladder_dir as ladder_results_dir
@@ -68,10 +75,10 @@ def _manifests(index: dict, pool: str) -> list[str]:
 
 
 def _evaluate(run_dir: Path, manifests: list[str], settings: dict, device: str | None,
-              corpus_manifests: CorpusManifests) -> str:
+              corpus_manifests: CorpusManifests, reuse: Reuse | None) -> str:
     """Decode ``manifests`` with the ``eval`` settings; returns the suffix of the result folders."""
     results = evaluate_run(run_dir, {"data": {"test": manifests}, "eval": settings}, device=device,
-                           corpus_manifests=corpus_manifests)
+                           corpus_manifests=corpus_manifests, reuse=reuse)
     alone = Path(manifests[0]).stem
     key = next(k for k in results if k.startswith(alone))
     return key[len(alone):]
@@ -80,8 +87,9 @@ def _evaluate(run_dir: Path, manifests: list[str], settings: dict, device: str |
 def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, corpus_manifests: CorpusManifests,
                     candidates: Sequence[str] = (),
                     select_variant: str = "nogap", select_min_rung: float = 0.0, device: str | None = None,
-                    n_boot: int = 1000, checkpoint: str | None = None) -> dict[str, Any]:
-    """See the module docstring; returns the content of ``choice.json``."""
+                    n_boot: int = 1000, checkpoint: str | None = None, reuse: bool = True) -> dict[str, Any]:
+    """See the module docstring; returns the content of ``choice.json``. ``reuse=False`` decodes
+    every set even where its result could be reused."""
     run_dir = Path(run_dir)
     index = ladder_sets(ladder_dir)
     for pool in ("dev", "test"):
@@ -92,13 +100,15 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, corpus_manif
     settings = {"n_boot": n_boot, **({"checkpoint": checkpoint} if checkpoint else {})}
     for c in candidates:
         candidate_settings(c)                      # a bad candidate stops before the first decoding
-    _evaluate(run_dir, _manifests(index, "dev") + _manifests(index, "test"), settings, device, corpus_manifests)
+    tally = Reuse() if reuse else None
+    _evaluate(run_dir, _manifests(index, "dev") + _manifests(index, "test"), settings, device, corpus_manifests,
+              tally)
     dev = {PLAIN: run_ladder(run_dir, index, "dev", n_boot=n_boot)}
     test_plain = run_ladder(run_dir, index, "test", n_boot=n_boot)
     suffixes = {PLAIN: ""}
     for c in candidates:
         suffixes[c] = _evaluate(run_dir, _manifests(index, "dev"), {**settings, **candidate_settings(c)}, device,
-                                corpus_manifests)
+                                corpus_manifests, tally)
         dev[c] = run_ladder(run_dir, index, "dev", suffix=suffixes[c], n_boot=n_boot)
     chosen, rates = choose_on_dev(dev, variant=select_variant, min_rung=select_min_rung)
     report = [f"# Length ladder: {run_dir.name}\n",
@@ -107,7 +117,7 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, corpus_manif
     test_chosen_rate = math.nan
     if chosen != PLAIN:
         suffix = _evaluate(run_dir, _manifests(index, "test"), {**settings, **candidate_settings(chosen)}, device,
-                           corpus_manifests)
+                           corpus_manifests, tally)
         test_chosen = run_ladder(run_dir, index, "test", suffix=suffix, n_boot=n_boot)
         test_chosen_rate = whole_rate(test_chosen, variant=select_variant, min_rung=select_min_rung)
         report.append(f"## test pool, {chosen} (chosen on dev)\n\n{dose_response_table(test_chosen)}")
@@ -127,5 +137,7 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, corpus_manif
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "report.md", "\n".join(report))
     atomic_write_json(out / "choice.json", choice, indent=1)
+    if tally is not None:
+        log.info("ladder: %s", tally.summary())
     log.info("ladder: %s chosen on dev; report in %s", chosen or "plain", out / "report.md")
     return choice

@@ -47,6 +47,7 @@ from asr_pe.evaluation.buckets import (
     bucket_table,
     describe_edges,
     format_table,
+    read_bucket_csv,
     resolve_edges,
     write_bucket_files,
     write_per_utt,
@@ -55,6 +56,7 @@ from asr_pe.evaluation.coverage import check_scored_every_utterance
 from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
 from asr_pe.evaluation.input_checks import check_eval_inputs
 from asr_pe.evaluation.provenance import checkpoint_record
+from asr_pe.evaluation.reuse import SETTINGS, Reuse, decoding_settings, stale_reason
 from asr_pe.evaluation.scoring import score_record
 from asr_pe.evaluation.settings import eval_settings
 from asr_pe.inference.decode import decode_batch
@@ -72,7 +74,7 @@ from asr_pe.inference.remedies import (
 )
 from asr_pe.inference.run_loading import load_run, load_run_config
 from asr_pe.inference.transcribe import make_encode_fn
-from asr_pe.run_folder import PER_UTT, pe_label, result_dir, result_name
+from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, PER_UTT, find_checkpoint, pe_label, result_dir, result_name
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +131,16 @@ def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
 
 
 def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictConfig | None = None,
-                 device: str | None = None, *, corpus_manifests: CorpusManifests) -> dict[str, list[dict]]:
+                 device: str | None = None, *, corpus_manifests: CorpusManifests,
+                 reuse: Reuse | None = None) -> dict[str, list[dict]]:
     """Decode and score the run's test sets; returns {test set + suffix: bucket rows}.
 
     ``cfg_overrides``: ``decode``, ``eval`` (see `eval_settings`) and ``data.test``;
     ``device`` (auto | cpu | cuda[:N]), when given, wins over ``eval.device``;
-    ``corpus_manifests``: the run's corpus from its ``data`` config (`CorpusManifests`)."""
+    ``corpus_manifests``: the run's corpus from its ``data`` config (`CorpusManifests`);
+    ``reuse``: when given, a set whose result folder is complete and records the same checkpoint
+    bytes and settings is not decoded again (`asr_pe.evaluation.reuse`; its rows are read back),
+    and the names decoded and reused are added to it; without it every set is decoded."""
     run_dir = Path(run_dir)
     over = OmegaConf.create(OmegaConf.to_container(cfg_overrides, resolve=True) if isinstance(cfg_overrides, DictConfig)
                             else dict(cfg_overrides or {}))
@@ -154,8 +160,59 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     test_sets = resolve_test_sets(data_cfg, corpus_manifests(data_cfg))
     test_utts = read_test_sets(test_sets)  # every set checked before the first is decoded
     check_eval_inputs(cfg, decode, test_utts, settings, run_dir)  # decode settings, audio vs manifest, PE table
-    cfg, model, tokenizer, features, cmvn, ckpt = load_run(run_dir, settings["checkpoint"], device)
+    # eval.remedy: switched on around the decoding below, results in eval/<set>_<remedy> unless
+    # eval.suffix names the folder
+    remedies = parse_remedies(settings["remedy"])
+    train_s = float(settings["train_length_s"] or run_train_seconds(run_dir)) if remedies else None
+    if remedies:
+        suffix = suffix or remedy_suffix(remedies)
+    ckpt = find_checkpoint(run_dir, settings["checkpoint"])
     checkpoint = checkpoint_record(ckpt)  # written into every result of this call
+    # what each set's numbers follow from besides the checkpoint: written beside them, and
+    # compared before a result is reused
+    recorded = {name: decoding_settings(manifest=path, settings=settings, decode=decode,
+                                        remedy=remedy_label(remedies), train_length_s=train_s,
+                                        device=device)
+                for name, path in test_sets.items()}
+    to_decode = list(test_sets)
+    results = {}
+    if reuse is not None:
+        to_decode = []
+        for name in test_sets:
+            out = result_dir(run_dir, name, suffix)
+            reason = stale_reason(out, checkpoint, recorded[name])
+            if reason is None:
+                log.info("reused %s: complete, same checkpoint (%s step %s) and settings", out,
+                         checkpoint["name"], checkpoint["global_step"])
+                reuse.reused.append(result_name(name, suffix))
+                results[result_name(name, suffix)] = read_bucket_csv(out / BUCKETS_CSV)
+            else:
+                log.info("decoding %s: %s", out, reason)
+                to_decode.append(name)
+    if to_decode:
+        results.update(_decode_sets(run_dir, cfg, settings, decode, device, ckpt, checkpoint, remedies, train_s,
+                                    suffix, {name: test_sets[name] for name in to_decode}, test_utts, recorded))
+        if reuse is not None:
+            reuse.decoded += [result_name(name, suffix) for name in to_decode]
+    # a long-form set evaluated with the set holding its parts: the in-context ratio beside it,
+    # computed again from both sets' per_utt.jsonl (reused or not: it is cheap, and a kill between a
+    # set's decoding and this step would otherwise leave the ratio of its earlier decoding)
+    for long, (alone, parts) in in_context_pairs(test_utts, test_sets).items():
+        ic = write_in_context(result_dir(run_dir, long, suffix), result_dir(run_dir, alone, suffix),
+                              parts, alone_set=alone, n_boot=int(settings["n_boot"]))
+        print(f"[asr_pe] {long}: in-context ratio {ic.ratio:.2f}x [{ic.ci_low:.2f}, {ic.ci_high:.2f}] "
+              f"(whole {ic.whole:.2f} % / alone on {alone} {ic.alone:.2f} %, {len(ic.rows)} recordings)")
+    return {name: results[name] for name in (result_name(n, suffix) for n in test_sets)}
+
+
+def _decode_sets(run_dir: Path, cfg: DictConfig, settings: Mapping[str, Any], decode: dict, device: str,
+                 ckpt: Path, checkpoint: dict, remedies: list, train_s: float | None, suffix: str,
+                 test_sets: Mapping[str, str], test_utts: Mapping[str, list[Utterance]],
+                 recorded: Mapping[str, dict]) -> dict[str, list[dict]]:
+    """Load the model and decode ``test_sets``, writing each one's result folder; {name: rows}."""
+    cfg, model, tokenizer, features, cmvn, loaded = load_run(run_dir, settings["checkpoint"], device)
+    if loaded != ckpt:  # best.ckpt written since it was looked for: record what was loaded
+        checkpoint = checkpoint_record(loaded)
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
         decode["method"] = "attention"
         log.info("model has no CTC head: decoding with the attention decoder")
@@ -170,14 +227,8 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     mode = str(settings["mode"])
     encode = make_encode_fn(model, mode, block_size=block_size, chunk_s=float(settings["chunk_s"]),
                             overlap_s=float(settings["overlap_s"]))
-    # eval.remedy: switched on around the decoding below, results in eval/<set>_<remedy> unless
-    # eval.suffix names the folder
-    remedies = parse_remedies(settings["remedy"])
-    train_s = None
     if remedies:
         check_remedies(model, remedies, pe_label(cfg.pe))
-        train_s = float(settings["train_length_s"] or run_train_seconds(run_dir))
-        suffix = suffix or remedy_suffix(remedies)
         if per_utterance(remedies):
             encode = one_by_one(encode)
     edges_spec = settings["edges"]
@@ -211,13 +262,16 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
             rows = bucket_table(records, edges, n_boot=int(settings["n_boot"]), seed=0)
             out = result_dir(run_dir, name, suffix)
             out.mkdir(parents=True, exist_ok=True)
+            # buckets.meta.json is written last: until then the folder reads as incomplete, so a
+            # kill while the other files are replaced never leaves the earlier record beside them
+            (out / BUCKETS_META).unlink(missing_ok=True)
             meta = {"run": str(run_dir), "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "test_set": name,
                     "manifest": str(path), "utterances": len(records), "checkpoint": checkpoint,
                     "decode": decode, "mode": mode,
                     **({"chunk_s": settings["chunk_s"], "overlap_s": settings["overlap_s"]} if mode == "chunked"
                        else {"block_size": block_size}),
                     "edges": describe_edges(edges_spec, edges), "device": device, **remedy_meta,
-                    "seconds": round(time.time() - t0, 1)}
+                    SETTINGS: recorded[name], "seconds": round(time.time() - t0, 1)}
             write_per_utt(records, out / PER_UTT)
             write_bucket_files(rows, out, meta=meta)
             print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')} "
@@ -225,12 +279,6 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
             print(format_table(rows))
             print(f"bucket edges (s): {meta['edges']}; buckets without utterances have no row")
             results[result_name(name, suffix)] = rows
-    # a long-form set evaluated with the set holding its parts: the in-context ratio beside it
-    for long, (alone, parts) in in_context_pairs(test_utts, test_sets).items():
-        ic = write_in_context(result_dir(run_dir, long, suffix), result_dir(run_dir, alone, suffix),
-                              parts, alone_set=alone, n_boot=int(settings["n_boot"]))
-        print(f"[asr_pe] {long}: in-context ratio {ic.ratio:.2f}x [{ic.ci_low:.2f}, {ic.ci_high:.2f}] "
-              f"(whole {ic.whole:.2f} % / alone on {alone} {ic.alone:.2f} %, {len(ic.rows)} recordings)")
     return results
 
 

@@ -379,3 +379,70 @@ def test_remedy_errors_name_what_to_do(run_dir):
         evaluate_run(run_dir, {"eval": {"remedy": "logit_scale"}})
     with pytest.raises(EvalSettingsError, match="train_length_s"):
         evaluate_run(run_dir, {"eval": {"remedy": "logit_scale", "train_length_s": -1}})
+
+
+# ----------------------------------------------------------------------------- reuse
+
+
+def test_reuse_decodes_only_what_is_missing_stale_or_half_written(corpus, tmp_path, monkeypatch, caplog):
+    """With ``reuse``: a complete result of the same checkpoint bytes and settings is read back, not
+    decoded (its per_utt.jsonl keeps its inode and time); other settings, other checkpoint bytes, a
+    folder killed while being written or written before settings were recorded decode again."""
+    import logging
+
+    from asr_pe.evaluation.provenance import file_sha256
+    from asr_pe.evaluation.reuse import Reuse
+
+    run = tmp_path / "run"
+    make_run(run, corpus)
+    out = run / "eval" / "test-clean"
+
+    def evaluate(n_boot=10):
+        tally = Reuse()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="asr_pe.evaluation.pipeline"):
+            rows = ev.evaluate_run(run, {"eval": {"n_boot": n_boot}}, corpus_manifests=resolve_manifests,
+                                   reuse=tally)
+        assert set(rows) == {"test-clean"} and rows["test-clean"]
+        return tally.decoded, tally.reused, caplog.text
+
+    def stamp():
+        st = (out / "per_utt.jsonl").stat()
+        return st.st_ino, st.st_mtime_ns
+
+    assert evaluate()[:2] == (["test-clean"], [])
+    meta = json.loads((out / "buckets.meta.json").read_text())
+    assert meta["settings"]["n_boot"] == 10 and meta["settings"]["device"] == "cpu"
+    assert meta["settings"]["manifest_sha256"] == file_sha256(corpus / "test-clean.jsonl")
+    before = stamp()
+    decoded, reused, text = evaluate()
+    assert (decoded, reused) == ([], ["test-clean"]) and stamp() == before and "reused" in text
+    evaluate_run(run, {"eval": {"n_boot": 10}})            # without reuse: decoded as before
+    assert stamp() != before
+
+    decoded, _, text = evaluate(n_boot=11)                   # other settings
+    assert decoded == ["test-clean"] and "settings differ: n_boot 10 -> 11" in text
+
+    def killed(*args, **kwargs):                             # killed after per_utt.jsonl was replaced
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m:
+        m.setattr(ev, "write_bucket_files", killed)
+        with pytest.raises(KeyboardInterrupt):
+            evaluate(n_boot=12)
+    assert (out / "per_utt.jsonl").is_file() and not (out / "buckets.meta.json").exists()
+    decoded, _, text = evaluate(n_boot=11)                   # the half-written folder is not read as n_boot 11
+    assert decoded == ["test-clean"] and "incomplete (no buckets.meta.json)" in text
+    assert evaluate(n_boot=11)[:2] == ([], ["test-clean"])
+
+    meta = json.loads((out / "buckets.meta.json").read_text())
+    del meta["settings"]                                     # written before settings were recorded
+    (out / "buckets.meta.json").write_text(json.dumps(meta))
+    decoded, _, text = evaluate(n_boot=11)
+    assert decoded == ["test-clean"] and "settings are not recorded" in text
+
+    ckpt = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)   # other bytes: trained further
+    first = next(iter(ckpt["state_dict"]))
+    ckpt["state_dict"][first] = ckpt["state_dict"][first] + 0.01
+    torch.save(ckpt, run / "checkpoints" / "best.ckpt")
+    decoded, _, text = evaluate(n_boot=11)
+    assert decoded == ["test-clean"] and "checkpoint changed" in text
