@@ -19,8 +19,9 @@ the recipes (which read it). Its layout, as ``train.py`` and ``evaluate.py`` wri
       tb/                     TensorBoard events
       .hydra/                 Hydra's record of how the run was launched
       eval/<set><suffix>/     one evaluation of one test set: per_utt.jsonl, buckets.csv,
-                              buckets.md, buckets.meta.json (+ in_context.{json,md} for a
-                              long-form set evaluated beside its parts)
+                              buckets.md, buckets.meta.json (written last; its checkpoint and
+                              settings records decide reuse, asr_pe/evaluation/reuse.py)
+                              (+ in_context.{json,md} for a long-form set evaluated beside its parts)
       eval/done.json          the evaluation after training finished: its test sets and checkpoint
       eval/ladder/            the length-ladder evaluation: report.md, choice.json
 

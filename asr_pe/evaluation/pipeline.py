@@ -26,7 +26,10 @@ the sampler never shards (a process group left over from DDP training would othe
 process a 1/world_size share of the batches), and the scored ids are compared with the
 manifest's before anything is written (`asr_pe.evaluation.coverage`). Each result records the
 checkpoint it came from (name, training step, SHA-256 of the file;
-`asr_pe.evaluation.provenance`), so a result of an older checkpoint can be told and redone.
+`asr_pe.evaluation.provenance`), so a result of an older checkpoint can be told and redone, and
+the settings its numbers follow from (``settings``; `asr_pe.evaluation.reuse.decoding_settings`).
+With ``reuse`` (the length ladder) a set whose folder is complete and records the same checkpoint
+bytes and settings is read back instead of decoded (`asr_pe.evaluation.reuse.stale_reason`).
 """
 
 from __future__ import annotations

@@ -4,11 +4,14 @@ a setting chosen on dev by the stated rule and decoded on test once, the report 
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from asr_pe.data.manifest import read_manifest
 from asr_pe.data.synth.ladder import build_ladder, ladder_sets
@@ -24,19 +27,33 @@ TINY_LADDER = dict(rungs=(2, 4), min_duration=0.8, max_duration=1.2, test_record
                    gaps=(0.5, 0.0))
 
 
-@pytest.mark.slow  # about 1.5 min on 2 cores: trains 4 steps, builds 12 utterances, decodes 25 sets
-def test_a_run_on_the_ladder_chooses_on_dev_and_decodes_test_once(tiny_synth_root, tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def trained(tiny_synth_root, tmp_path_factory):
+    """A 4-step run (never evaluated) and a tiny ladder, built once; tests decode into copies of the run."""
+    root = tmp_path_factory.mktemp("ladder_eval")
+    run = root / "run"
+    train(compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
+        f"run_dir={run}", "pe=rope", "encoder=transformer", "trainer.max_steps=4", "eval_after_train=false"]))
+    ladder = build_ladder(root / "cache", workers=1, progress=False, synth={"seed": 1, "num_speakers": 2},
+                          **TINY_LADDER)
+    return run, ladder
+
+
+def copy_run(trained, to: Path) -> Path:
+    shutil.copytree(trained[0], to)
+    return to
+
+
+@pytest.mark.slow  # about 15 s on 2 cores: trains 4 steps, builds 12 utterances (once per module), decodes 25 sets
+def test_a_run_on_the_ladder_chooses_on_dev_and_decodes_test_once(trained, tmp_path, monkeypatch):
     """A 4-step model decodes nothing (every setting ties), so the rule's pick is forced here to
     the window (the rule itself is tested in tests/evaluation/test_ladder_report.py): what is
     checked is that every set is decoded and scored, each candidate on dev only, and the chosen
     one on test once."""
     import asr_pe.evaluation.ladder as le
 
-    run = tmp_path / "run"
-    train(compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
-        f"run_dir={run}", "pe=rope", "encoder=transformer", "trainer.max_steps=4", "eval_after_train=false"]))
-    ladder = build_ladder(tmp_path / "cache", workers=1, progress=False, synth={"seed": 1, "num_speakers": 2},
-                          **TINY_LADDER)
+    run = copy_run(trained, tmp_path / "run")
+    ladder = trained[1]
     seen = {}
 
     def pick_window(candidates, **rule):
@@ -76,6 +93,75 @@ def test_a_run_on_the_ladder_chooses_on_dev_and_decodes_test_once(tiny_synth_roo
                     "## test pool, window:1 (chosen on dev)", "Chosen: **window:1**"):
         assert section in report
     assert json.loads((run / "eval" / "ladder" / "choice.json").read_text()) == choice
+
+
+@pytest.mark.slow  # about 25 s on 2 cores: decodes 60 tiny sets (training and ladder shared with the test above)
+def test_a_second_call_decodes_only_the_new_candidate_and_equals_a_fresh_one(trained, tmp_path, monkeypatch,
+                                                                            caplog):
+    """The plain decodings exist (one set killed half-way: no buckets.meta.json); a call with one
+    more candidate decodes that candidate (dev, then test: the pick is forced to it, as every
+    setting of a 4-step model ties) and the killed set, nothing else: the other sets' files keep
+    their inode and time. Its report and choice equal those of a fresh evaluation of a copy, set
+    by set the same scores. Other checkpoint bytes decode every set again."""
+    import asr_pe.evaluation.ladder as le
+
+    ladder = trained[1]
+    run, fresh = copy_run(trained, tmp_path / "resumed" / "run"), copy_run(trained, tmp_path / "fresh" / "run")
+
+    def pick_last(candidates, **rule):
+        return list(candidates)[-1], {name: le.whole_rate(res, **rule) for name, res in candidates.items()}
+
+    monkeypatch.setattr(le, "choose_on_dev", pick_last)
+
+    def ladder_eval(run_dir, candidates):
+        """-> (sets decoded, sets reused), from the log's one line per set, and the summary line"""
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="asr_pe.evaluation"):
+            evaluate_ladder(run_dir, ladder, corpus_manifests=resolve_manifests, candidates=candidates,
+                            select_min_rung=4, n_boot=20, checkpoint="last", device="cpu")
+        sets = {verb: sorted(Path(m.split()[1].rstrip(":")).name for m in caplog.messages if m.startswith(verb + " "))
+                for verb in ("decoding", "reused")}
+        summary = [m for m in caplog.messages if m.startswith("ladder: decoded")]
+        assert summary == [f"ladder: decoded {len(sets['decoding'])} sets, reused {len(sets['reused'])}"]
+        return sets["decoding"], sets["reused"]
+
+    index = ladder_sets(ladder)
+    plain = sorted(Path(m).stem for pool in ("dev", "test")
+                   for m in [pool_sets(index, pool)[0], *pool_sets(index, pool)[1].values()])
+    dev = [n for n in plain if n.startswith("ladder_dev")]
+    assert len(plain) == 10 and len(dev) == 5
+    assert ladder_eval(run, []) == (plain, [])
+
+    def stamps():
+        return {p.parent.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (run / "eval").glob("*/per_utt.jsonl")}
+
+    before = stamps()
+    killed = next(n for n in plain if n.startswith("ladder_test") and "alone" not in n)
+    (run / "eval" / killed / "buckets.meta.json").unlink()   # what a kill while writing that set leaves
+    window = sorted(n + "_window1" for n in plain)
+    decoded, reused = ladder_eval(run, ["window:1"])
+    assert decoded == sorted(window + [killed]) and reused == sorted(set(plain) - {killed})
+    after = stamps()
+    assert {n for n in before if after[n] != before[n]} == {killed}
+
+    assert ladder_eval(fresh, ["window:1"]) == (sorted(plain + window), [])
+    for name in ("report.md", "choice.json"):
+        a, b = (r / "eval" / "ladder" / name for r in (run, fresh))
+        if name == "report.md":
+            assert a.read_text() == b.read_text()
+        else:
+            assert {**json.loads(a.read_text()), "run": ""} == {**json.loads(b.read_text()), "run": ""}
+    for name in plain + window:
+        for f in ("per_utt.jsonl", "buckets.csv", "in_context.json"):
+            a, b = (r / "eval" / name / f for r in (run, fresh))
+            assert a.is_file() == b.is_file() and (not a.is_file() or a.read_text() == b.read_text()), (name, f)
+
+    ckpt = run / "checkpoints" / "last.ckpt"                 # trained further: other bytes
+    state = torch.load(ckpt, weights_only=True)
+    first = next(iter(state["state_dict"]))
+    state["state_dict"][first] = state["state_dict"][first] + 0.01
+    torch.save(state, ckpt)
+    assert ladder_eval(run, ["window:1"]) == (sorted(plain + window), [])
 
 
 def test_cli_refuses_a_missing_run(tmp_path):
