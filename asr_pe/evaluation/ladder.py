@@ -75,7 +75,7 @@ def _manifests(index: dict, pool: str) -> list[str]:
 
 
 def _evaluate(run_dir: Path, manifests: list[str], settings: dict, device: str | None,
-              corpus_manifests: CorpusManifests, reuse: Reuse | None) -> str:
+              corpus_manifests: CorpusManifests, reuse: Reuse) -> str:
     """Decode ``manifests`` with the ``eval`` settings; returns the suffix of the result folders."""
     results = evaluate_run(run_dir, {"data": {"test": manifests}, "eval": settings}, device=device,
                            corpus_manifests=corpus_manifests, reuse=reuse)
@@ -100,7 +100,7 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, corpus_manif
     settings = {"n_boot": n_boot, **({"checkpoint": checkpoint} if checkpoint else {})}
     for c in candidates:
         candidate_settings(c)                      # a bad candidate stops before the first decoding
-    tally = Reuse() if reuse else None
+    tally = Reuse(enabled=reuse)
     _evaluate(run_dir, _manifests(index, "dev") + _manifests(index, "test"), settings, device, corpus_manifests,
               tally)
     dev = {PLAIN: run_ladder(run_dir, index, "dev", n_boot=n_boot)}
@@ -137,7 +137,6 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, corpus_manif
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "report.md", "\n".join(report))
     atomic_write_json(out / "choice.json", choice, indent=1)
-    if tally is not None:
-        log.info("ladder: %s", tally.summary())
+    log.info("ladder: %s", tally.summary())
     log.info("ladder: %s chosen on dev; report in %s", chosen or "plain", out / "report.md")
     return choice

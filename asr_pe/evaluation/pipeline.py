@@ -183,7 +183,7 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
         to_decode = []
         for name in test_sets:
             out = result_dir(run_dir, name, suffix)
-            reason = stale_reason(out, checkpoint, recorded[name])
+            reason = stale_reason(out, checkpoint, recorded[name]) if reuse.enabled else "reuse switched off"
             if reason is None:
                 log.info("reused %s: complete, same checkpoint (%s step %s) and settings", out,
                          checkpoint["name"], checkpoint["global_step"])

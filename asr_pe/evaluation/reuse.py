@@ -103,8 +103,10 @@ def stale_reason(folder: str | Path, checkpoint: Mapping[str, Any], settings: Ma
 @dataclass
 class Reuse:
     """Passed to `evaluate_run` to reuse complete results (`stale_reason`); collects the names of
-    the result folders it decoded and those it reused, over every call it is passed to."""
+    the result folders it decoded and those it reused, over every call it is passed to.
+    ``enabled=False`` decodes every set, still one log line per set and counted."""
 
+    enabled: bool = True
     decoded: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
 

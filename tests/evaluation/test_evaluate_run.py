@@ -395,33 +395,39 @@ def test_reuse_decodes_only_what_is_missing_stale_or_half_written(corpus, tmp_pa
 
     run = tmp_path / "run"
     make_run(run, corpus)
-    out = run / "eval" / "test-clean"
+    one = tmp_path / "one.jsonl"                             # one 1.5 s utterance: quick to decode
+    write_manifest(one, read_manifest(corpus / "test-clean.jsonl")[:1])
+    out = run / "eval" / "one"
+    over = {"data": {"test": [str(one)]}}
 
     def evaluate(n_boot=10):
         tally = Reuse()
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="asr_pe.evaluation.pipeline"):
-            rows = ev.evaluate_run(run, {"eval": {"n_boot": n_boot}}, corpus_manifests=resolve_manifests,
+            rows = ev.evaluate_run(run, {**over, "eval": {"n_boot": n_boot}}, corpus_manifests=resolve_manifests,
                                    reuse=tally)
-        assert set(rows) == {"test-clean"} and rows["test-clean"]
+        assert set(rows) == {"one"} and rows["one"]
         return tally.decoded, tally.reused, caplog.text
 
     def stamp():
         st = (out / "per_utt.jsonl").stat()
         return st.st_ino, st.st_mtime_ns
 
-    assert evaluate()[:2] == (["test-clean"], [])
+    assert evaluate()[:2] == (["one"], [])
     meta = json.loads((out / "buckets.meta.json").read_text())
     assert meta["settings"]["n_boot"] == 10 and meta["settings"]["device"] == "cpu"
-    assert meta["settings"]["manifest_sha256"] == file_sha256(corpus / "test-clean.jsonl")
+    assert meta["settings"]["manifest_sha256"] == file_sha256(one)
     before = stamp()
     decoded, reused, text = evaluate()
-    assert (decoded, reused) == ([], ["test-clean"]) and stamp() == before and "reused" in text
-    evaluate_run(run, {"eval": {"n_boot": 10}})            # without reuse: decoded as before
+    assert (decoded, reused) == ([], ["one"]) and stamp() == before and "reused" in text
+    evaluate_run(run, {**over, "eval": {"n_boot": 10}})      # without reuse: decoded as before
     assert stamp() != before
+    off = Reuse(enabled=False)                               # switched off: decoded, and counted
+    ev.evaluate_run(run, {**over, "eval": {"n_boot": 10}}, corpus_manifests=resolve_manifests, reuse=off)
+    assert (off.decoded, off.reused) == (["one"], [])
 
     decoded, _, text = evaluate(n_boot=11)                   # other settings
-    assert decoded == ["test-clean"] and "settings differ: n_boot 10 -> 11" in text
+    assert decoded == ["one"] and "settings differ: n_boot 10 -> 11" in text
 
     def killed(*args, **kwargs):                             # killed after per_utt.jsonl was replaced
         raise KeyboardInterrupt
@@ -431,18 +437,18 @@ def test_reuse_decodes_only_what_is_missing_stale_or_half_written(corpus, tmp_pa
             evaluate(n_boot=12)
     assert (out / "per_utt.jsonl").is_file() and not (out / "buckets.meta.json").exists()
     decoded, _, text = evaluate(n_boot=11)                   # the half-written folder is not read as n_boot 11
-    assert decoded == ["test-clean"] and "incomplete (no buckets.meta.json)" in text
-    assert evaluate(n_boot=11)[:2] == ([], ["test-clean"])
+    assert decoded == ["one"] and "incomplete (no buckets.meta.json)" in text
+    assert evaluate(n_boot=11)[:2] == ([], ["one"])
 
     meta = json.loads((out / "buckets.meta.json").read_text())
     del meta["settings"]                                     # written before settings were recorded
     (out / "buckets.meta.json").write_text(json.dumps(meta))
     decoded, _, text = evaluate(n_boot=11)
-    assert decoded == ["test-clean"] and "settings are not recorded" in text
+    assert decoded == ["one"] and "settings are not recorded" in text
 
     ckpt = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)   # other bytes: trained further
     first = next(iter(ckpt["state_dict"]))
     ckpt["state_dict"][first] = ckpt["state_dict"][first] + 0.01
     torch.save(ckpt, run / "checkpoints" / "best.ckpt")
     decoded, _, text = evaluate(n_boot=11)
-    assert decoded == ["test-clean"] and "checkpoint changed" in text
+    assert decoded == ["one"] and "checkpoint changed" in text
