@@ -7,8 +7,8 @@ the same checkpoint bytes with the same settings; `stale_reason` says why not, e
 
 - complete: every file `asr_pe.evaluation.pipeline.evaluate_run` writes for a set is there
   (`asr_pe.run_folder.EVAL_FILES` and ``buckets.meta.json``). The pipeline removes a folder's
-  ``buckets.meta.json`` before decoding into it and writes it last, so a set killed half-way has
-  none and is decoded again, never read as the earlier decoding it partly overwrote;
+  ``buckets.meta.json`` before it replaces the folder's files and writes it last, so a set killed
+  half-way has none and is decoded again, never read as the earlier decoding it partly overwrote;
 - the checkpoint record (`asr_pe.evaluation.provenance.checkpoint_record`: file name, step,
   SHA-256) equals the one of the file the evaluation loads now: a retrained or resumed run, or
   ``eval.checkpoint=best`` where last was decoded (and best is another file), decodes again;
