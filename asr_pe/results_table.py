@@ -300,10 +300,15 @@ def write_table(path: str | os.PathLike, runs: dict[str, list[dict]]) -> None:
 
 def table_of(study: str | os.PathLike) -> Path:
     """A study's table: ``<study>/results.jsonl.xz``, or its ``results.jsonl.gz`` where only that
-    one exists (a table written before xz)."""
+    one exists (a table written before xz). Both is an error: one of them is out of date (e.g. a
+    merge that kept a gzip table runs were added to beside the xz one converted before)."""
     study = Path(study)
-    gz = study / GZIP_TABLE_NAME
-    return gz if not (study / TABLE_NAME).is_file() and gz.is_file() else study / TABLE_NAME
+    gz, xz = study / GZIP_TABLE_NAME, study / TABLE_NAME
+    if gz.is_file() and xz.is_file():
+        raise ResultsTableError(f"{study} holds both {TABLE_NAME} and {GZIP_TABLE_NAME}: remove the out-of-date one "
+                                f"(python -m asr_pe.results_table convert {study} rewrites the gzip one as xz "
+                                f"once the xz one is gone)")
+    return gz if gz.is_file() else xz
 
 
 def _is_table(path: Path) -> bool:
@@ -344,7 +349,8 @@ def convert_table(study: str | os.PathLike) -> tuple[Path, int]:
     if not gz.is_file():
         raise ResultsTableError(f"{gz}: no gzip table to convert")
     if xz.exists():
-        raise ResultsTableError(f"{xz} exists already: remove one of the two tables ({gz.name} is not converted)")
+        raise ResultsTableError(f"{xz} exists already: remove the out-of-date one of the two tables ({gz.name} is "
+                                f"not converted)")
     runs = read_table(gz)
     write_table(xz, runs)
     again = read_table(xz)

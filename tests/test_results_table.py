@@ -281,6 +281,11 @@ def test_a_gzip_table_is_read_and_converted_to_xz_byte_for_byte(tmp_path):
     both = subprocess.run([*cli, "convert", str(study)], cwd=REPO, capture_output=True, text=True)
     assert both.returncode == 2 and "exists already" in both.stderr and "Traceback" not in both.stderr
     assert (study / GZIP_TABLE_NAME).is_file() and lzma.decompress((study / TABLE_NAME).read_bytes()) == text
+    # and no reader picks one of two tables: it says which study holds both
+    listed = subprocess.run([*cli, "list", str(study)], cwd=REPO, capture_output=True, text=True)
+    assert listed.returncode == 2 and "holds both" in listed.stderr and len(listed.stderr.splitlines()) == 1
+    with pytest.raises(ValueError, match="holds both"):
+        add_runs(study / TABLE_NAME, runs[:1])
 
 
 def test_adding_to_a_study_with_a_gzip_table_writes_xz_and_removes_the_gzip_one(tmp_path):
