@@ -2,9 +2,9 @@
 
 A study folder (``recipes/synth/study/runs``, ``.../seeds``, ``.../arms/conformer``, ...) keeps
 its runs' small result files (``run_info.json``, ``config.yaml``, ``eval/<set>/buckets.csv``,
-``buckets.meta.json``, ``per_utt.jsonl``, ``attention_stats/``) in ``<study>/results.jsonl.gz``:
-one JSON object a line, gzip, one row per per-utterance record, bucket row or attention row, and
-one per small file. Every row has ``run`` (the run folder's name), ``path`` (the file inside the
+``buckets.meta.json``, ``per_utt.jsonl``, ``attention_stats/``) in ``<study>/results.jsonl.xz``:
+one JSON object a line, xz (lzma), one row per per-utterance record, bucket row or attention row,
+and one per small file. Every row has ``run`` (the run folder's name), ``path`` (the file inside the
 run folder) and ``kind``:
 
     utt        a line of eval/<set>/per_utt.jsonl, its fields as columns
@@ -18,9 +18,15 @@ run folder) and ``kind``:
 Rows under ``eval/`` also carry ``set`` (the test set, from buckets.meta.json) and ``suffix``
 (the rest of the folder name: ``_rope_ntk``, ``_chunked``, ...). Read it with pandas::
 
-    pd.read_json("recipes/synth/study/runs/results.jsonl.gz", lines=True).query("kind == 'utt'")
+    pd.read_json("recipes/synth/study/runs/results.jsonl.xz", lines=True).query("kind == 'utt'")
 
-or ``zcat recipes/synth/study/runs/results.jsonl.gz | grep '"run": "rope_ctc_s0"'``.
+or ``xzcat recipes/synth/study/runs/results.jsonl.xz | grep '"run": "rope_ctc_s0"'``.
+
+Why xz and not gzip: a study's runs repeat the same references (every run of a study, every rung
+of the length ladder), usually more than gzip's 32 kB window apart; lzma's window of megabytes
+finds them (the length ladder's table: 3.6 MB as gzip, 0.84 MB as xz), and it reads as fast.
+Tables written as gzip (``results.jsonl.gz``) are still read where a study has no xz table, and
+``convert`` rewrites them as xz.
 
 A CSV cell is stored as a number where it prints back as the same text (``"0"``, ``"1.6552"``,
 and ``"7.0000"`` in a column written with four decimals; ``"nan"`` and ``"inf"`` stay strings),
@@ -36,7 +42,8 @@ names the table's runs that match. Live run folders are read in place, as before
 
 ``python -m asr_pe.results_table add <study> <run folder>...`` adds or replaces runs (what
 ``recipes/synth/run.sh`` stage 4 does); ``list`` prints a study's run paths; ``check`` compares a
-table with run folders.
+table with run folders; ``convert`` rewrites a study's gzip table as xz, checking that every file
+renders back byte for byte, and removes the gzip one.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import gzip
 import hashlib
 import io
 import json
+import lzma
 import math
 import os
 import re
@@ -60,11 +68,23 @@ from typing import Iterable, Iterator
 from asr_pe.io import atomic_write_bytes
 
 __all__ = [
-    "TABLE_NAME", "ResultsTableError", "archived_files", "table_rows", "render_run", "read_table",
-    "write_table", "add_runs", "runs_in", "locate", "logical_path", "expand_run_paths", "main",
+    "TABLE_NAME", "GZIP_TABLE_NAME", "ResultsTableError", "archived_files", "table_rows", "render_run",
+    "read_table", "write_table", "table_of", "add_runs", "convert_table", "runs_in", "locate", "logical_path",
+    "expand_run_paths", "main",
 ]
 
-TABLE_NAME = "results.jsonl.gz"
+TABLE_NAME = "results.jsonl.xz"
+# the name tables had when they were gzip: still read (a study without an xz table), never written
+GZIP_TABLE_NAME = "results.jsonl.gz"
+# xz's default preset. Measured on the ten committed tables (40 MB of JSON lines; CPU seconds of
+# Python's lzma on this project's 2-core machine, under load): preset 3: 2.84 MB, compressed in
+# 7.9 s; preset 5: 2.54 MB, 14.7 s; preset 6: 2.40 MB, 20.3 s; preset 9: 2.40 MB, 24.7 s; preset
+# 3 extreme: 2.36 MB, 37.7 s (gzip -9: 8.64 MB). The length ladder's table alone: preset 3 1.04 MB
+# in 3.4 s, preset 6 0.84 MB in 9.9 s. Reading takes 0.2-0.3 s for all ten at any preset (gzip:
+# 0.2 s). Beyond 6 the size stops falling; a table is written once per `add` (seconds, next to the
+# hours a run trains) but every version of it stays in git, so the smaller size is worth the time.
+XZ_PRESET = 6
+_XZ_MAGIC = b"\xfd7zXZ\x00"
 RUN_INFO = "run_info.json"
 # The columns every row has; a file whose own fields use one of these names is stored as text.
 RESERVED = ("run", "path", "kind", "set", "suffix", "data", "text")
@@ -244,32 +264,55 @@ def render_run(rows: Iterable[dict]) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- the table file
 
+def _open_table(path: Path):
+    """The table's text: xz, or gzip for a table written before xz (told apart by its first bytes,
+    so a table is read whatever its name)."""
+    with open(path, "rb") as f:
+        magic = f.read(len(_XZ_MAGIC))
+    if magic == _XZ_MAGIC:
+        return lzma.open(path, "rt", encoding="utf-8")
+    return gzip.open(path, "rt", encoding="utf-8")
+
+
 def read_table(path: str | os.PathLike) -> dict[str, list[dict]]:
-    """Run name -> its rows, in table order."""
+    """Run name -> its rows, in table order (an xz table, or a gzip one written before xz)."""
     path = Path(path)
     runs: dict[str, list[dict]] = {}
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
+        with _open_table(path) as f:
             for line_no, line in enumerate(f, start=1):
                 try:
                     row = json.loads(line)
                     runs.setdefault(row["run"], []).append(row)
                 except (ValueError, KeyError, TypeError) as e:
                     raise ResultsTableError(f"{path}:{line_no}: not a results row ({e})") from None
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, lzma.LZMAError) as e:
         raise ResultsTableError(f"{path}: cannot read the results table ({e})") from None
     return runs
 
 
 def write_table(path: str | os.PathLike, runs: dict[str, list[dict]]) -> None:
-    """Write runs (name -> rows) sorted by name, atomically; the gzip header carries no time or
-    name, so the same runs give the same bytes."""
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-        for run in sorted(runs):
-            for row in runs[run]:
-                gz.write((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
-    atomic_write_bytes(path, buf.getvalue())
+    """Write runs (name -> rows) sorted by name as xz (`XZ_PRESET`), atomically; xz stores no time
+    or name, so the same runs give the same bytes."""
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for run in sorted(runs) for row in runs[run])
+    atomic_write_bytes(path, lzma.compress(text.encode("utf-8"), format=lzma.FORMAT_XZ, preset=XZ_PRESET))
+
+
+def table_of(study: str | os.PathLike) -> Path:
+    """A study's table: ``<study>/results.jsonl.xz``, or its ``results.jsonl.gz`` where only that
+    one exists (a table written before xz). Both is an error: one of them is out of date (e.g. a
+    merge that kept a gzip table runs were added to beside the xz one converted before)."""
+    study = Path(study)
+    gz, xz = study / GZIP_TABLE_NAME, study / TABLE_NAME
+    if gz.is_file() and xz.is_file():
+        raise ResultsTableError(f"{study} holds both {TABLE_NAME} and {GZIP_TABLE_NAME}: remove the out-of-date one "
+                                f"(python -m asr_pe.results_table convert {study} rewrites the gzip one as xz "
+                                f"once the xz one is gone)")
+    return gz if gz.is_file() else xz
+
+
+def _is_table(path: Path) -> bool:
+    return path.name in (TABLE_NAME, GZIP_TABLE_NAME) and path.is_file() and table_of(path.parent) == path
 
 
 def read_run_files(run_dir: Path, rels: Iterable[str]) -> dict[str, str]:
@@ -279,9 +322,12 @@ def read_run_files(run_dir: Path, rels: Iterable[str]) -> dict[str, str]:
 def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike], *,
              remedy_utts: bool = False) -> list[str]:
     """Add (or replace) the runs in ``run_dirs`` in ``table`` (created when absent), each with
-    `archived_files`; returns their names. Adding a run again gives the same table."""
+    `archived_files`; returns their names. Adding a run again gives the same table. Where the
+    study still has a gzip table, its runs are read from it and it goes once the xz table is
+    written."""
     table = Path(table)
-    runs = read_table(table) if table.exists() else {}
+    source = table_of(table.parent) if table.name == TABLE_NAME else table
+    runs = read_table(source) if source.exists() else {}
     added = []
     for d in map(Path, run_dirs):
         if not (d / RUN_INFO).is_file():
@@ -289,7 +335,39 @@ def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike], *,
         runs[d.name] = table_rows(d.name, read_run_files(d, archived_files(d, remedy_utts)))
         added.append(d.name)
     write_table(table, runs)
+    if source != table:
+        source.unlink()
     return added
+
+
+def convert_table(study: str | os.PathLike) -> tuple[Path, int]:
+    """Rewrite ``<study>/results.jsonl.gz`` as ``<study>/results.jsonl.xz`` and remove the gzip
+    one, once the xz table, read back, holds the same rows and renders every file of every run
+    byte for byte as the gzip one did; returns (the xz table, the number of files compared)."""
+    study = Path(study)
+    gz, xz = study / GZIP_TABLE_NAME, study / TABLE_NAME
+    if not gz.is_file():
+        raise ResultsTableError(f"{gz}: no gzip table to convert")
+    if xz.exists():
+        raise ResultsTableError(f"{xz} exists already: remove the out-of-date one of the two tables ({gz.name} is "
+                                f"not converted)")
+    runs = read_table(gz)
+    write_table(xz, runs)
+    again = read_table(xz)
+    n = 0
+    try:
+        if list(again) != sorted(runs) or any(again[r] != runs[r] for r in runs):
+            raise ResultsTableError(f"{xz}: does not read back the rows of {gz}")
+        for run, rows in runs.items():
+            before, after = render_run(rows), render_run(again[run])
+            if before.keys() != after.keys() or any(before[k].encode() != after[k].encode() for k in before):
+                raise ResultsTableError(f"{xz}: run {run} renders differently from {gz}")
+            n += len(before)
+    except ResultsTableError:
+        xz.unlink()
+        raise
+    gz.unlink()
+    return xz, n
 
 
 # ----------------------------------------------------------------------------- run paths
@@ -354,20 +432,20 @@ def logical_path(path: str | os.PathLike) -> Path:
 
 
 def runs_in(study: str | os.PathLike) -> list[str]:
-    """The names of the runs in ``<study>/results.jsonl.gz`` (none without one), sorted."""
-    table = Path(study) / TABLE_NAME
+    """The names of the runs in ``<study>/results.jsonl.xz`` (none without one), sorted."""
+    table = table_of(study)
     return sorted(p.name for p in _extract(table).iterdir()) if table.is_file() else []
 
 
 def locate(path: str | os.PathLike) -> Path:
     """``path`` itself when it exists; else, when an ancestor ``<study>/<run>`` of it is a run in
-    ``<study>/results.jsonl.gz``, the same path inside that run written out from the table;
+    ``<study>/results.jsonl.xz``, the same path inside that run written out from the table;
     else ``path`` unchanged (so the caller's own "not found" applies)."""
     path = Path(path)
     if path.exists():
         return path
     for run in [path, *path.parents]:
-        table = run.parent / TABLE_NAME
+        table = table_of(run.parent)
         if run.name and table.is_file() and not run.exists():
             root = _extract(table)
             if (root / run.name).is_dir():
@@ -380,15 +458,16 @@ def expand_run_paths(path: str | os.PathLike) -> list[tuple[Path, Path]] | None:
     none: ``<study>/<run>`` of a table, ``<study>/<pattern>`` (the table's runs matching it), the
     table itself (a shell's ``<study>/*``), or a folder with tables below it (every run of each)."""
     path = Path(path)
-    if path.name == TABLE_NAME and path.is_file():
+    if _is_table(path):
         return [(path.parent / n, _extract(path) / n) for n in runs_in(path.parent)] or None
-    table = path.parent / TABLE_NAME
+    table = table_of(path.parent)
     if not path.exists() and table.is_file():
         names = [n for n in runs_in(path.parent) if fnmatch.fnmatchcase(n, path.name)] \
             if _GLOB_CHARS.search(path.name) else [path.name] if path.name in runs_in(path.parent) else []
         return [(path.parent / n, _extract(table) / n) for n in names] or None
     if path.is_dir():
-        found = [(t.parent / n, _extract(t) / n) for t in sorted(path.rglob(TABLE_NAME)) for n in runs_in(t.parent)]
+        tables = sorted(t for name in (TABLE_NAME, GZIP_TABLE_NAME) for t in path.rglob(name) if _is_table(t))
+        found = [(t.parent / n, _extract(t) / n) for t in tables for n in runs_in(t.parent)]
         return found or None
     return None
 
@@ -418,7 +497,7 @@ def _check(table: Path, run_dirs: list[Path]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr_pe.results_table", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p_add = sub.add_parser("add", help="add or replace run folders in <study>/results.jsonl.gz")
+    p_add = sub.add_parser("add", help="add or replace run folders in <study>/results.jsonl.xz")
     p_add.add_argument("study", type=Path)
     p_add.add_argument("runs", nargs="*", type=Path, help="run folders (default: every run folder in <study>)")
     p_add.add_argument("--remove", action="store_true", help="delete each added run folder once the table "
@@ -431,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     p_check = sub.add_parser("check", help="compare run folders with their rows in the table")
     p_check.add_argument("study", type=Path)
     p_check.add_argument("runs", nargs="+", type=Path)
+    p_convert = sub.add_parser("convert", help=f"rewrite <study>/{GZIP_TABLE_NAME} as {TABLE_NAME}, checking "
+                               "that every file renders back byte for byte, and remove the gzip table")
+    p_convert.add_argument("studies", nargs="+", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
@@ -438,10 +520,17 @@ def main(argv: list[str] | None = None) -> int:
                 if fnmatch.fnmatchcase(n, args.pattern):
                     print(args.study / n)
             return 0
-        table = args.study / TABLE_NAME
-        if args.command == "check":
-            print(f"{_check(table, args.runs)} files identical")
+        if args.command == "convert":
+            for study in args.studies:
+                before = (study / GZIP_TABLE_NAME).stat().st_size if (study / GZIP_TABLE_NAME).is_file() else 0
+                xz, n = convert_table(study)
+                print(f"{xz}: {n} files render as from {GZIP_TABLE_NAME}; {before / 1e6:.2f} -> "
+                      f"{xz.stat().st_size / 1e6:.2f} MB")
             return 0
+        if args.command == "check":
+            print(f"{_check(table_of(args.study), args.runs)} files identical")
+            return 0
+        table = args.study / TABLE_NAME
         runs = args.runs or sorted(p.parent for p in args.study.glob(f"*/{RUN_INFO}"))
         if not runs:
             raise ResultsTableError(f"{args.study}: no run folders (*/{RUN_INFO}) to add")

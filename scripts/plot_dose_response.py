@@ -2,7 +2,7 @@
 """The dose-response figure and table of length on the ladder: the in-context ratio versus the rung,
 per PE (seeds pooled, two-level 95 % CI), one panel per join variant (asr_pe/plots/dose_response.py).
 
-    python scripts/plot_dose_response.py --runs runs/synth_study/*_ctc_s* --ladder <ladder dir> \\
+    python scripts/plot_dose_response.py --runs runs/synth_study/*_ctc_s* --ladder <ladder dir or composition> \\
         [--pool test] [--suffix ""] --out recipes/synth/study/ladder
 
 Writes <out>/dose_response_<pool><suffix>.png and .md. The runs must have been decoded on the
@@ -26,7 +26,8 @@ from asr_pe.plots.wer_vs_length import RunDirError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", required=True, help="run directories or folders holding them")
-    parser.add_argument("--ladder", required=True, help="the ladder folder (python -m asr_pe.data.synth.ladder)")
+    parser.add_argument("--ladder", required=True, help="the ladder folder (python -m asr_pe.data.synth.ladder), or "
+                        "its composition file (... --composition <file>: what each recording is made of, no audio)")
     parser.add_argument("--pool", default="test", choices=("test", "dev"))
     parser.add_argument("--suffix", default="", help="an inference setting's result suffix (eval/<set><suffix>)")
     parser.add_argument("--n-boot", type=int, default=1000)

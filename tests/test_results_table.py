@@ -1,8 +1,10 @@
-"""A study's archived runs in one results.jsonl.gz: nothing lost against the run folders it
-replaced, adding runs is idempotent, and the readers take the same run paths as before."""
+"""A study's archived runs in one results.jsonl.xz: nothing lost against the run folders it
+replaced, adding runs is idempotent, the readers take the same run paths as before, and a table
+written as gzip before xz is still read and converts to xz without a byte changing."""
 
 import gzip
 import json
+import lzma
 import shutil
 import subprocess
 import sys
@@ -13,8 +15,8 @@ import pytest
 from asr_pe.evaluation.buckets import write_bucket_files
 from asr_pe.evaluation.length_ratio import read_errors
 from asr_pe.plots.wer_vs_length import find_run_dirs, load_runs, read_run_info
-from asr_pe.results_table import (TABLE_NAME, add_runs, locate, logical_path, read_table, render_run, runs_in,
-                                  table_rows)
+from asr_pe.results_table import (GZIP_TABLE_NAME, TABLE_NAME, add_runs, locate, logical_path, read_table,
+                                  render_run, runs_in, table_rows)
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = REPO / "recipes" / "synth" / "study"
@@ -137,8 +139,8 @@ def test_adding_runs_keeps_the_archive_files_and_is_idempotent(tmp_path):
     (a / "eval" / "test" / "per_utt.jsonl").write_text('{"id": "u9", "duration": 2.5}\n')
     add_runs(table, [a])
     assert render_run(read_table(table)["rope_ctc_s0"])["eval/test/per_utt.jsonl"] == '{"id": "u9", "duration": 2.5}\n'
-    # readable with plain gzip + json (what pandas.read_json(..., lines=True) reads)
-    with gzip.open(table, "rt") as f:
+    # readable with plain lzma + json (what pandas.read_json(..., lines=True) reads, and xzcat)
+    with lzma.open(table, "rt") as f:
         assert {json.loads(line)["run"] for line in f} == {"none_ctc_s0", "rope_ctc_s0"}
 
 
@@ -240,3 +242,57 @@ def test_a_table_is_written_out_once_per_version(tmp_path):
     assert runs_in(study) == ["none_ctc_s0", "rope_ctc_s0"]
     now = sorted(p.name for p in (tmp_path / "cache" / "results").iterdir())
     assert len(now) == 1 and now != entries
+
+
+def _gzip_table(study: Path, runs: list[Path]) -> bytes:
+    """A study table as the project wrote it before xz: ``results.jsonl.gz``, gzip -9, no mtime;
+    returns its JSON lines."""
+    rows = [row for d in sorted(runs, key=lambda d: d.name)
+            for row in table_rows(d.name, {rel: (d / rel).read_text() for rel in ("run_info.json", "config.yaml",
+                                                                                  "eval/test/per_utt.jsonl")})]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
+    study.mkdir(parents=True, exist_ok=True)
+    (study / GZIP_TABLE_NAME).write_bytes(gzip.compress(text, compresslevel=9, mtime=0))
+    return text
+
+
+def test_a_gzip_table_is_read_and_converted_to_xz_byte_for_byte(tmp_path):
+    live = tmp_path / "live"
+    runs = [_run(live, "rope_ctc_s0", 7.0), _run(live, "none_ctc_s0", 12.0)]
+    study = tmp_path / "study"
+    text = _gzip_table(study, runs)
+    # the readers find a study's gzip table where it has no xz one
+    assert runs_in(study) == ["none_ctc_s0", "rope_ctc_s0"]
+    assert locate(study / "rope_ctc_s0" / "config.yaml").read_text() == "pe: rope\nseed: 0\n"
+    assert [logical_path(p).name for p in find_run_dirs([study])] == ["none_ctc_s0", "rope_ctc_s0"]
+    cli = [sys.executable, "-m", "asr_pe.results_table"]
+    done = subprocess.run([*cli, "convert", str(study)], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "6 files render as from results.jsonl.gz" in done.stdout
+    assert [p.name for p in study.iterdir()] == [TABLE_NAME]
+    # the same JSON lines, now xz (xzcat gives back what zcat gave)
+    assert (study / TABLE_NAME).read_bytes()[:6] == b"\xfd7zXZ\x00" and lzma.decompress((study / TABLE_NAME).read_bytes()) == text
+    assert all(render_run(rows)[rel] == (live / run / rel).read_text()
+               for run, rows in read_table(study / TABLE_NAME).items() for rel in render_run(rows))
+    # nothing left to convert, or both tables present: one line naming the file, exit 2, nothing changed
+    again = subprocess.run([*cli, "convert", str(study)], cwd=REPO, capture_output=True, text=True)
+    assert again.returncode == 2 and again.stderr.startswith("error: ") and GZIP_TABLE_NAME in again.stderr
+    _gzip_table(study, runs[:1])
+    both = subprocess.run([*cli, "convert", str(study)], cwd=REPO, capture_output=True, text=True)
+    assert both.returncode == 2 and "exists already" in both.stderr and "Traceback" not in both.stderr
+    assert (study / GZIP_TABLE_NAME).is_file() and lzma.decompress((study / TABLE_NAME).read_bytes()) == text
+    # and no reader picks one of two tables: it says which study holds both
+    listed = subprocess.run([*cli, "list", str(study)], cwd=REPO, capture_output=True, text=True)
+    assert listed.returncode == 2 and "holds both" in listed.stderr and len(listed.stderr.splitlines()) == 1
+    with pytest.raises(ValueError, match="holds both"):
+        add_runs(study / TABLE_NAME, runs[:1])
+
+
+def test_adding_to_a_study_with_a_gzip_table_writes_xz_and_removes_the_gzip_one(tmp_path):
+    live = tmp_path / "live"
+    study = tmp_path / "study"
+    _gzip_table(study, [_run(live, "rope_ctc_s0", 7.0)])
+    add_runs(study / TABLE_NAME, [_run(live, "none_ctc_s0", 12.0)])
+    assert [p.name for p in study.iterdir()] == [TABLE_NAME]          # the old runs kept, in xz only
+    assert runs_in(study) == ["none_ctc_s0", "rope_ctc_s0"]
+    assert render_run(read_table(study / TABLE_NAME)["rope_ctc_s0"])["config.yaml"] == "pe: rope\nseed: 0\n"

@@ -58,7 +58,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from asr_pe.evaluation.scoring import normalize_text, score_utterance
+from asr_pe.evaluation.scoring import edit_distances, normalize_text
 from asr_pe.io import read_jsonl
 from asr_pe.results_table import locate
 from asr_pe.run_folder import BUCKETS_META, PER_UTT
@@ -67,7 +67,7 @@ __all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "p
            "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
            "parts_of_set", "set_in_context", "write_in_context", "in_context_pairs", "result_markdown"]
 
-# metric -> (edit-count key, reference-length key) of `score_utterance`
+# metric -> (edit-count key, reference-length key) of `score_utterance` and `edit_distances`
 METRICS = {"cer": ("char_errors", "ref_chars"), "wer": ("errors", "ref_words")}
 _MAX_ELEMENTS = 4_000_000      # draws x recordings per chunk of the bootstrap
 
@@ -176,8 +176,8 @@ def in_context(long_records: Iterable[Mapping], parts: Mapping[str, Sequence],
         if joined_ref != ref:
             raise InContextError(f"recording {rid!r}: its reference is not its parts' references joined "
                                  f"in order, so the two decodings would be scored on different content")
-        whole = score_utterance(ref, rec["hyp"])
-        apart = score_utterance(ref, " ".join(str(alone[i]["hyp"]) for i in ids))
+        whole = edit_distances(ref, rec["hyp"])
+        apart = edit_distances(ref, " ".join(str(alone[i]["hyp"]) for i in ids))
         rows.append(RecordingRow(id=rid, duration=float(rec["duration"]), parts=len(ids),
                                  ref_chars=whole["ref_chars"], whole_char_errors=whole["char_errors"],
                                  alone_char_errors=apart["char_errors"], ref_words=whole["ref_words"],

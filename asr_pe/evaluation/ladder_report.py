@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from asr_pe.evaluation.in_context import InContextResult, pooled_in_context, read_parts, set_in_context
+from asr_pe.evaluation.in_context import InContextResult, in_context, pooled_in_context, read_parts, read_records
 from asr_pe.results_table import locate
 from asr_pe.run_folder import PER_UTT, result_dir
 
@@ -46,8 +46,9 @@ def run_ladder(run_dir: str | Path, index: Mapping[str, Any], pool: str, *, suff
     alone_dir = result_dir(run_dir, Path(alone).stem, suffix)
     if not (alone_dir / PER_UTT).is_file():
         alone_dir = result_dir(run_dir, Path(alone).stem)
-    return {key: set_in_context(result_dir(run_dir, Path(path).stem, suffix), alone_dir, read_parts(path),
-                                metric=metric, n_boot=n_boot, seed=seed)
+    alone_records = read_records(alone_dir / PER_UTT)     # read once: every set of the pool is made of them
+    return {key: in_context(read_records(result_dir(run_dir, Path(path).stem, suffix) / PER_UTT), read_parts(path),
+                            alone_records, metric=metric, n_boot=n_boot, seed=seed)
             for key, path in sorted(sets.items())}
 
 

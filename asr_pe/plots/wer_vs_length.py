@@ -135,7 +135,7 @@ class LabelSeries:
 def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """Run dirs among ``paths``: a path holding run_info.json is a run, others are searched below.
 
-    A study's archived runs live in its ``results.jsonl.gz`` (`asr_pe.results_table`): a path
+    A study's archived runs live in its ``results.jsonl.xz`` (`asr_pe.results_table`): a path
     ``<study>/<run>`` or ``<study>/<pattern>`` that is no folder names runs of that table, and a
     folder searched below counts the runs of the tables in it; each comes back as a folder
     holding its files, in the order of the paths the runs were archived from."""

@@ -193,10 +193,10 @@ fi
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   # The report is drawn from an archive of each evaluated run's small result files (run_info,
   # config, per-bucket scores, per-utterance scores, attention statistics; no checkpoints), one
-  # table <archive_dir>/results.jsonl.gz (asr_pe/results_table.py): commit it and the figures
+  # table <archive_dir>/results.jsonl.xz (asr_pe/results_table.py): commit it and the figures
   # regenerate from the repository alone, after the run folders are gone. Archiving a run again
   # replaces its rows.
-  log "stage 4: archive in $archive_dir/results.jsonl.gz, report in $report_dir"
+  log "stage 4: archive in $archive_dir/results.jsonl.xz, report in $report_dir"
   evaluated=()
   for info in "$study_dir"/*/run_info.json; do
     [ -e "$info" ] || continue

@@ -136,3 +136,68 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: rung 6 s") and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "synth_ladder").exists()
+
+
+TINY_FLAGS = ["--rungs", "2", "4", "--min-duration", "0.8", "--max-duration", "1.2", "--test-recordings", "2",
+              "--dev-recordings", "1", "--gaps", "0.5", "0", "--seed", "3", "--num-speakers", "2"]
+
+
+def test_the_composition_gives_the_ladder_s_sets_without_audio(ladder, tmp_path, monkeypatch, capsys):
+    """--composition archives what each recording is made of; `ladder_sets` takes that file for
+    the folder and gives the same index and parts, read from manifests without audio or texts."""
+    import lzma
+
+    from asr_pe.data.synth.ladder import write_composition
+    from asr_pe.evaluation.in_context import read_parts
+    from asr_pe.io import read_jsonl
+
+    monkeypatch.setenv("ASR_PE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "study" / "ladder_composition.jsonl.xz"
+    assert main(["--root", str(ladder.parents[1]), "--no-progress", *TINY_FLAGS, "--composition", str(out)]) == 0
+    assert f"composition: {out}" in capsys.readouterr().out
+    assert write_composition(ladder, tmp_path / "again.jsonl.xz").read_bytes() == out.read_bytes()   # deterministic
+    rows = [json.loads(line) for line in lzma.decompress(out.read_bytes()).decode().splitlines()]
+    assert rows[0]["kind"] == "ladder" and rows[0]["folder"] == ladder.name
+    assert not any("audio_filepath" in r or "text" in r for r in rows[1:])
+
+    built, archived = ladder_sets(ladder), ladder_sets(out)
+    folder = Path(archived["sets"]["test"]["alone"]).parent
+    assert folder.is_relative_to(tmp_path / "cache" / "ladder_composition") and not list(folder.glob("**/*.flac"))
+    assert {k: v for k, v in archived.items() if k != "sets"} == {k: v for k, v in built.items() if k != "sets"}
+    n_manifests = 0
+    for pool, entry in built["sets"].items():
+        other = archived["sets"][pool]
+        assert other["background"] == entry["background"] and other["recordings"].keys() == entry["recordings"].keys()
+        pairs = [(entry["alone"], other["alone"])] + [
+            (path, other["recordings"][variant][rung]) for variant, rungs in entry["recordings"].items()
+            for rung, path in rungs.items()]
+        for original, written in pairs:
+            assert Path(original).name == Path(written).name         # the result folders' names
+            want = [{k: v for k, v in r.items() if k not in ("audio_filepath", "text")} for _, r in read_jsonl(original)]
+            assert [r for _, r in read_jsonl(written)] == want
+            if "alone" not in original:
+                assert read_parts(written) == read_parts(original) and len(read_parts(written)) >= 1
+            n_manifests += 1
+    assert n_manifests == 2 * (1 + 2 * 2)
+    # written out once: a second call (or process) reads the same folder
+    assert ladder_sets(out) == archived and len(list((tmp_path / "cache" / "ladder_composition").iterdir())) == 1
+
+
+def test_what_is_no_composition_is_a_clear_error(ladder, tmp_path, monkeypatch, capsys):
+    import lzma
+
+    from asr_pe.data.synth.ladder import write_composition
+
+    monkeypatch.setenv("ASR_PE_CACHE", str(tmp_path / "cache"))
+    for name, data in [("plain.jsonl", b'{"id": "x"}\n'), ("other.jsonl.xz", lzma.compress(b'{"kind": "run"}\n'))]:
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(LadderError, match=f"{name}: not a ladder composition"):
+            ladder_sets(tmp_path / name)
+    with pytest.raises(LadderError, match="not a complete ladder"):
+        write_composition(tmp_path, tmp_path / "c.jsonl.xz")
+    # an output that cannot be written stops the command before it builds anything
+    (tmp_path / "a_file").write_text("")
+    assert main(["--root", str(tmp_path / "root"), *TINY_FLAGS, "--composition", str(tmp_path / "a_file" / "c.xz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --composition") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "root").exists()

@@ -67,3 +67,19 @@ def test_score_record_carries_fields():
 def test_non_string_is_a_clear_error():
     with pytest.raises(TypeError, match="must be a str"):
         score_utterance(None, "a")
+
+
+def test_edit_distances_are_score_utterance_s_totals():
+    """The in-context ratio's fast totals (rapidfuzz's distance) against jiwer's alignment counts,
+    on random transcripts of a small vocabulary (many ties between alignments), empty ones and
+    unnormalised spacing and case included."""
+    import random
+    from asr_pe.evaluation.scoring import edit_distances
+    rng = random.Random(0)
+    vocab = ["a", "the", "cat", "cats", "sat", "at", "on", "mat", "Mat", ""]
+    keys = ("errors", "ref_words", "char_errors", "ref_chars")
+    for _ in range(400):
+        ref = "  ".join(rng.choice(vocab) for _ in range(rng.randrange(0, 30)))
+        hyp = " ".join(rng.choice(vocab) for _ in range(rng.randrange(0, 30)))
+        full = score_utterance(ref, hyp)
+        assert edit_distances(ref, hyp) == {k: full[k] for k in keys}, (ref, hyp)

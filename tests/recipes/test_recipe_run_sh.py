@@ -645,7 +645,7 @@ def test_synth_stage_4_archives_result_files_and_reports_from_the_archive(tmp_pa
     out = run(SYNTH, "--stage", "4", "--stop_stage", "4", "--study_dir", str(study),
               "--archive_dir", str(archive), "--report_dir", str(report), timeout=300)
     assert "t5_ctc_s0: not evaluated yet" in out.stdout and "cape_ctc_s0: not evaluated yet" in out.stdout
-    # one table, <archive>/results.jsonl.gz, with a row per file (or per row of it) of each run
+    # one table, <archive>/results.jsonl.xz, with a row per file (or per row of it) of each run
     from asr_pe.results_table import TABLE_NAME, read_table
     assert [p.name for p in archive.iterdir()] == [TABLE_NAME]
     files = sorted({f"{run}/{row['path']}" for run, rows in read_table(archive / TABLE_NAME).items() for row in rows})
@@ -742,8 +742,8 @@ def test_editing_run_sh_during_a_run_does_not_change_the_running_copy(name, args
 
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git work tree")
 def test_the_committed_study_archive_is_not_git_ignored():
-    # `make study` archives into recipes/synth/study/runs/results.jsonl.gz; a broad `runs/` ignore rule once hid it
-    probe = "recipes/synth/study/runs/results.jsonl.gz"
+    # `make study` archives into recipes/synth/study/runs/results.jsonl.xz; a broad `runs/` ignore rule once hid it
+    probe = "recipes/synth/study/runs/results.jsonl.xz"
     proc = subprocess.run(["git", "check-ignore", "-v", probe], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 1, f"{probe} is ignored: {proc.stdout}"
     ignored = subprocess.run(["git", "check-ignore", "runs/synth_study/none_ctc_s0/config.yaml"], cwd=REPO)

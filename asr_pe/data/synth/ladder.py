@@ -46,8 +46,18 @@ Manifest stems are unique, so ``evaluate.py run=<dir> data.test=[<manifests>]`` 
 folder after its set. Building is deterministic and resumable (a journal of finished
 utterances), and a complete ladder is reused.
 
+Composition. The curves need only what each recording is made of (its parts' ids, in order), not
+the 1.3 GB of audio: `write_composition` archives a ladder's index and build options and, per
+set and recording, its manifest row without the audio path and text (id, duration, speaker,
+parts with id/start/end) as one xz JSON-lines file (``--composition OUT``; the length study
+commits ``recipes/synth/study/ladder/ladder_composition.jsonl.xz``). `ladder_sets` takes that
+file wherever it takes a ladder folder: it is written out once, as the ladder's ``ladder.json``
+and manifests (without audio), to ``<cache>/ladder_composition/<hash>/``, so the curves read the
+same files either way. Only scoring reads it: decoding needs the ladder itself.
+
     python -m asr_pe.data.synth.ladder [--root DIR] [--test-recordings 20] [--dev-recordings 10] \\
-        [--rungs 5 10 20 40 80 160] [--gaps 0.5 0] [--min-duration 2] [--max-duration 3] [--workers 2]
+        [--rungs 5 10 20 40 80 160] [--gaps 0.5 0] [--min-duration 2] [--max-duration 3] [--workers 2] \\
+        [--composition recipes/synth/study/ladder/ladder_composition.jsonl.xz]
 """
 
 from __future__ import annotations
@@ -57,8 +67,12 @@ import dataclasses
 import hashlib
 import json
 import logging
+import lzma
 import math
+import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -68,9 +82,10 @@ from asr_pe.data.longform_sets import estimate_background, join_recording
 from asr_pe.data.manifest import Utterance, write_manifest
 from asr_pe.data.synth.corpus import (GENERATOR_VERSION, SynthConfig, _build_lock, _Progress, _run_jobs,
                                       default_root, utterance_id)
-from asr_pe.io import atomic_write_json, atomic_write_text
+from asr_pe.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_jsonl, unwritable_reason
 
-__all__ = ["LadderConfig", "LadderError", "POOLS", "build_ladder", "ladder_sets", "variant_name", "main"]
+__all__ = ["LadderConfig", "LadderError", "POOLS", "build_ladder", "ladder_sets", "write_composition",
+           "variant_name", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +93,11 @@ POOLS = {"test": "ladder_test", "dev": "ladder_dev"}      # pool -> the generato
 JOURNAL = "progress.jsonl"
 MARKER = "COMPLETE"
 INDEX = "ladder.json"
+BUILD = "config.json"
+COMPOSITION_MARKER = "COMPOSITION"       # a folder written out from a composition file (no audio)
+# what a composition leaves out of a manifest row: the audio (1.3 GB for the default ladder) and
+# the words (every score carries its reference)
+_NOT_COMPOSITION = ("audio_filepath", "text")
 # the pool's background is estimated on its first utterances (as many as the default top rung
 # holds, four times): enough pauses, and the same estimate whatever the pool's size
 BACKGROUND_UTTERANCES = 256
@@ -157,10 +177,82 @@ def _set_name(pool: str, what: str, rung: float | None = None) -> str:
     return f"ladder_{pool}_{what}" + ("" if rung is None else f"_{rung:g}")
 
 
+def _manifest_names(index: dict[str, Any]) -> list[str]:
+    """Every manifest an index names (per pool: the alone set, then each variant's rungs)."""
+    return [name for entry in index["sets"].values()
+            for name in [entry["alone"], *(m for rungs in entry["recordings"].values() for m in rungs.values())]]
+
+
+def write_composition(ladder_dir: str | Path, out: str | Path) -> Path:
+    """Archive what a complete ladder is made of, without audio or texts, as ``out`` (xz JSON
+    lines, atomically; the same ladder gives the same bytes): a first row ``{"kind": "ladder",
+    "folder", "build", "index"}`` (the folder's name, ``config.json`` and ``ladder.json``), then
+    per manifest of the index and row of it ``{"set": <manifest stem>, "id", "duration",
+    "speaker", "parts"?}``. Returns ``out``."""
+    ladder_dir = Path(ladder_dir)
+    if not (ladder_dir / MARKER).is_file():
+        raise LadderError(f"{ladder_dir}: not a complete ladder (no {MARKER}); build it with "
+                          f"python -m asr_pe.data.synth.ladder")
+    index = json.loads((ladder_dir / INDEX).read_text(encoding="utf-8"))
+    build = json.loads((ladder_dir / BUILD).read_text(encoding="utf-8"))
+    lines = [json.dumps({"kind": "ladder", "folder": ladder_dir.name, "build": build, "index": index})]
+    for name in _manifest_names(index):
+        for _, row in read_jsonl(ladder_dir / name, LadderError):
+            lines.append(json.dumps({"set": Path(name).stem,
+                                     **{k: v for k, v in row.items() if k not in _NOT_COMPOSITION}}))
+    # xz: the rungs repeat the same part ids megabytes apart (preset 6: asr_pe.results_table.XZ_PRESET)
+    atomic_write_bytes(out, lzma.compress(("\n".join(lines) + "\n").encode("utf-8"), format=lzma.FORMAT_XZ, preset=6))
+    return Path(out)
+
+
+def _composition_folder(path: Path) -> Path:
+    """The folder a composition file is written out to (``ladder.json``, its manifests without
+    audio, `COMPOSITION_MARKER`): ``<cache>/ladder_composition/<hash of the file>/``, written
+    once (in a temporary folder renamed into place, so a second process finds it whole)."""
+    data = path.read_bytes()
+    base = default_root() / "ladder_composition"
+    folder = base / hashlib.sha256(data).hexdigest()[:16]
+    if (folder / COMPOSITION_MARKER).is_file():
+        return folder
+    try:
+        rows = [json.loads(line) for line in lzma.decompress(data).decode("utf-8").splitlines()]
+        head = rows[0]
+        index, build = head["index"], head["build"]
+        names = {Path(n).stem: n for n in _manifest_names(index)}
+        if head.get("kind") != "ladder" or any(r["set"] not in names for r in rows[1:]):
+            raise ValueError("rows of sets its index does not name")
+    except (lzma.LZMAError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        raise LadderError(f"{path}: not a ladder composition ({type(e).__name__}: {e}); write one with "
+                          f"python -m asr_pe.data.synth.ladder --composition <file>") from None
+    manifests: dict[str, list[str]] = {stem: [] for stem in names}
+    for r in rows[1:]:
+        manifests[r.pop("set")].append(json.dumps(r))
+    empty = sorted(stem for stem, lines in manifests.items() if not lines)
+    if empty:
+        raise LadderError(f"{path}: not a ladder composition (no rows for {', '.join(empty)})")
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{folder.name}."))
+    try:
+        for stem, lines in manifests.items():
+            (tmp / names[stem]).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (tmp / INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
+        (tmp / BUILD).write_text(json.dumps(build, indent=2), encoding="utf-8")
+        (tmp / COMPOSITION_MARKER).write_text(json.dumps({"folder": head.get("folder"), "from": str(path)}) + "\n")
+        os.rename(tmp, folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (folder / COMPOSITION_MARKER).is_file():     # else another process wrote it first
+            raise
+    return folder
+
+
 def ladder_sets(ladder_dir: str | Path) -> dict[str, Any]:
     """The index of a complete ladder (``ladder.json``): per pool, the ``alone`` manifest and per
-    variant and rung the recordings' manifest, paths absolute."""
+    variant and rung the recordings' manifest, paths absolute. ``ladder_dir`` is the ladder's
+    folder or its composition file (`write_composition`), whose manifests have no audio."""
     ladder_dir = Path(ladder_dir)
+    if ladder_dir.is_file():
+        ladder_dir = _composition_folder(ladder_dir)
     index = json.loads((ladder_dir / INDEX).read_text(encoding="utf-8"))
     for pool in index["sets"].values():
         pool["alone"] = str(ladder_dir / pool["alone"])
@@ -228,7 +320,7 @@ def build_ladder(root: str | Path | None = None, *, workers: int = 2, progress: 
     with _build_lock(ladder_dir):
         if (ladder_dir / MARKER).is_file():
             return ladder_dir
-        atomic_write_json(ladder_dir / "config.json", {"ladder": cfg.to_dict(), "synth": synth_cfg.to_dict(),
+        atomic_write_json(ladder_dir / BUILD, {"ladder": cfg.to_dict(), "synth": synth_cfg.to_dict(),
                                                       "generator_version": GENERATOR_VERSION}, indent=2)
         pools = _synthesize_pools(cfg, synth_cfg, ladder_dir, workers, progress)
         index: dict[str, Any] = {"config": cfg.to_dict(), "sets": {}}
@@ -280,12 +372,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dev-recordings", type=int, default=defaults.dev_recordings)
     p.add_argument("--seed", type=int, default=SynthConfig().seed, help="the corpus seed (voices and draws)")
     p.add_argument("--num-speakers", type=int, default=SynthConfig().num_speakers)
+    p.add_argument("--composition", default=None, metavar="OUT",
+                   help="also write the ladder's composition (index, and per recording its parts; no audio, no "
+                        "texts) to OUT, an xz JSON-lines file that scripts/plot_dose_response.py --ladder takes")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    reason = unwritable_reason(args.composition) if args.composition else None
+    if reason:                                   # before the build, which can take an hour
+        print(f"error: --composition {args.composition}: {reason}", file=sys.stderr)
+        return 2
     try:
         ladder_dir = build_ladder(args.root, workers=args.workers, progress=False if args.no_progress else None,
                                   synth={"seed": args.seed, "num_speakers": args.num_speakers},
@@ -302,6 +401,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for variant, rungs in entry["recordings"].items():
             print(f"  {variant}: " + ", ".join(f"{r} s" for r in rungs))
     print(f"texts shared between the dev and test pools: {index['shared_texts_dev_test']}")
+    if args.composition:
+        try:
+            out = write_composition(ladder_dir, args.composition)
+        except (LadderError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"composition: {out} ({out.stat().st_size / 1e3:.0f} kB)")
     return 0
 
 
