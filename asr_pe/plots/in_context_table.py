@@ -29,7 +29,7 @@ from asr_pe.evaluation.length_ratio import length_ratio_ci
 from asr_pe.results_table import logical_path
 from asr_pe.run_folder import PER_UTT, result_dir
 
-from .wer_vs_length import RunResult, aggregate, format_value, load_runs
+from .wer_vs_length import RunResult, aggregate, check_one_run_per_seed, format_value, load_runs
 
 __all__ = ["LabelInContext", "label_in_context", "in_context_cell", "in_context_table"]
 
@@ -68,6 +68,7 @@ def label_in_context(paths: Iterable[str | os.PathLike], *, long_set: str, alone
                     ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
     out = {}
     for label, items in grouped.items():
+        check_one_run_per_seed(label, [i[0] for i in items])
         items.sort(key=lambda item: (str(item[0].seed), str(logical_path(item[0].run_dir))))
         out[label] = LabelInContext(label, [i[0] for i in items], [i[1] for i in items],
                                     pooled_in_context([i[1] for i in items], n_boot=n_boot, seed=seed),

@@ -225,6 +225,18 @@ def _nanmean(values: Sequence[float]) -> float:
     return float(arr.mean()) if arr.size else math.nan
 
 
+def check_one_run_per_seed(label: str, runs: Sequence[RunResult]) -> None:
+    """Runs grouped under one label are its seeds: two runs of the same seed (a longer and a shorter
+    fine-tune, a run archived in two studies) would be averaged as if they were independent seeds."""
+    seen: dict[str, RunResult] = {}
+    for r in runs:
+        first = seen.setdefault(str(r.seed), r)
+        if first is not r:
+            raise RunDirError(f"{logical_path(first.run_dir)} and {logical_path(r.run_dir)} are both seed {r.seed} "
+                              f"of {label!r}: a label's runs are pooled as seeds; pass one of them, or give them "
+                              f"different names")
+
+
 def aggregate(runs: Sequence[RunResult], metric: str = "wer") -> list[LabelSeries]:
     """Group runs by label (labels in first-seen order, seeds sorted) and average per bucket."""
     if metric not in METRICS:
@@ -234,6 +246,7 @@ def aggregate(runs: Sequence[RunResult], metric: str = "wer") -> list[LabelSerie
         by_label[r.label].append(r)
     series = []
     for label, group in by_label.items():
+        check_one_run_per_seed(label, group)
         group = sorted(group, key=lambda r: (str(r.seed), str(logical_path(r.run_dir))))
         s = LabelSeries(label, group)
         bounds = {}

@@ -124,6 +124,14 @@ def test_seed_means_and_run_listed_once(sweep):
     assert cer["none/ctc"].value["2-4"] == pytest.approx(10.0)
 
 
+def test_two_runs_of_one_seed_under_one_label_are_refused_not_averaged(sweep):
+    # e.g. a 60-step and a 300-step fine-tune of the same seed: pooled, they would pass for two seeds
+    fake_run(sweep / "c", "rope_s1_longer", pe="rope", seed=1, wers=[11, 13, 22, 45])
+    runs, _ = load_runs([sweep])
+    with pytest.raises(RunDirError, match=r"rope_s1.* and .*rope_s1_longer.* are both seed 1 of 'rope/ctc'"):
+        aggregate(runs, "wer")
+
+
 def test_label_names_the_decoding_unless_ctc_greedy(tmp_path):
     root = tmp_path / "sweep"
     fake_run(root, "rope_ctc", pe="rope", seed=0, wers=[10, 12, 20, 40], decode="greedy")
