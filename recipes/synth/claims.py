@@ -377,7 +377,7 @@ CLAIMS = [
                      *_same(in_ctx(d, "relative", "seeds", (0, 1, 2)).ratio, in_ctx(d, "none", "seeds", (0, 1, 2)).ratio)]),
     # remedies
     Claim("window on RoPE",
-          "It takes RoPE from {} % to {} % CER at 160 s (seeds {} → {} and {} → {} %; {}× its 2-4 s CER instead of {}×)",
+          "takes RoPE from {} % to {} % CER at 160 s (seeds {} → {} and {} → {} %; {}× its 2-4 s CER instead of {}×)",
           lambda d: [long_(d, "rope"), long_(d, "rope", "_window"), per_seed(d, "rope", LONG, "longform")[0],
                      per_seed(d, "rope", LONG, "longform_window")[0], per_seed(d, "rope", LONG, "longform")[1],
                      per_seed(d, "rope", LONG, "longform_window")[1], ratio(d, "rope", "_window"), ratio(d, "rope")]),

@@ -34,13 +34,15 @@ def test_every_claim_of_results_md_agrees_with_the_archived_runs(data):
     assert len(synth.CLAIMS) >= 90       # the report's statements, not a sample
 
 
-def test_results_md_stays_under_30_kb():
-    assert len(RESULTS.read_bytes()) < 30_000
+def test_results_md_stays_under_31_kb():
+    # a budget that forces pruning: what is superseded goes to History in a few lines, the rest to
+    # the study folders' READMEs (raised from 30 kB when the dev choices and the fine-tune control came)
+    assert len(RESULTS.read_bytes()) < 31_000
 
 
 def test_a_number_changed_in_the_text_is_reported_with_the_archived_value(data):
     text = RESULTS.read_text(encoding="utf-8")
-    sentence = "It takes RoPE from 23.5 % to 4.6 % CER at 160 s"
+    sentence = "takes RoPE from 23.5 % to 4.6 % CER at 160 s"
     assert sentence in text
     failures = check_claims(text.replace(sentence, sentence.replace("23.5", "23.6")), synth.CLAIMS, data)
     assert [f.name for f in failures] == ["window on RoPE"]
