@@ -43,13 +43,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _default_signals() -> None:
+    """run.sh starts with SIGINT/SIGHUP at their defaults, whatever started pytest: a suite run
+    under `nohup` or as `cmd &` inherits them ignored, and bash cannot trap a signal ignored on
+    entry (the recipe would then rightly ignore it, as nohup asks)."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start(script: Path, tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     exe = tmp_path / "fake_python"
     exe.write_text(SLEEPING_PYTHON)
     exe.chmod(0o755)
     log = tmp_path / "calls.log"
     proc = subprocess.Popen(["bash", str(script), *args, "--work_dir", str(tmp_path / "work")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals,
                             env={**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(log)})
     deadline = time.monotonic() + 30
     while not (log.exists() and log.read_text().strip()):
