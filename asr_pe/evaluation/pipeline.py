@@ -75,7 +75,7 @@ from asr_pe.inference.remedies import (
     remedy_suffix,
     run_train_seconds,
 )
-from asr_pe.inference.run_loading import load_run, load_run_config
+from asr_pe.inference.run_loading import EVALUATE_ANOTHER, load_run, load_run_config
 from asr_pe.inference.transcribe import make_encode_fn
 from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, PER_UTT, find_checkpoint, pe_label, result_dir, result_name
 
@@ -170,7 +170,7 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     if remedies:
         suffix = suffix or remedy_suffix(remedies)
     ckpt = find_checkpoint(run_dir, settings["checkpoint"])
-    checkpoint = checkpoint_record(ckpt)  # written into every result of this call
+    checkpoint = checkpoint_record(ckpt, hint=EVALUATE_ANOTHER)  # written into every result of this call
     # what each set's numbers follow from besides the checkpoint: written beside them, and
     # compared before a result is reused
     recorded = {name: decoding_settings(manifest=path, settings=settings, decode=decode,
@@ -215,7 +215,7 @@ def _decode_sets(run_dir: Path, cfg: DictConfig, settings: Mapping[str, Any], de
     """Load the model and decode ``test_sets``, writing each one's result folder; {name: rows}."""
     cfg, model, tokenizer, features, cmvn, loaded = load_run(run_dir, settings["checkpoint"], device)
     if loaded != ckpt:  # best.ckpt written since it was looked for: record what was loaded
-        checkpoint = checkpoint_record(loaded)
+        checkpoint = checkpoint_record(loaded, hint=EVALUATE_ANOTHER)
     if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
         decode["method"] = "attention"
         log.info("model has no CTC head: decoding with the attention decoder")

@@ -37,21 +37,23 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def checkpoint_step(path: str | Path) -> int | None:
-    """The ``global_step`` a Lightning checkpoint stores (None for a bare state dict).
+def checkpoint_step(path: str | Path, *, hint: str = "delete it or use another checkpoint") -> int | None:
+    """The ``global_step`` a Lightning checkpoint stores (None for a bare state dict); a file that
+    does not load is one ``CheckpointError`` naming it and ending with ``hint``.
 
     ``mmap=True``: the tensors stay on disk, so reading the step of a large checkpoint is cheap."""
-    import torch  # here: the recipes' staleness question (`main`) runs without loading torch
+    # here: the recipes' staleness question (`main`) runs without loading torch
+    from asr_pe.inference.run_loading import read_checkpoint
 
-    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    step = ckpt.get("global_step") if isinstance(ckpt, dict) else None
+    step = read_checkpoint(path, hint=hint, mmap=True).get("global_step")
     return None if step is None else int(step)
 
 
-def checkpoint_record(path: str | Path) -> dict[str, Any]:
-    """``{"name", "global_step", "sha256"}`` of a checkpoint file: what a result was computed from."""
+def checkpoint_record(path: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """``{"name", "global_step", "sha256"}`` of a checkpoint file: what a result was computed from
+    (``kwargs``: `checkpoint_step`'s ``hint``)."""
     path = Path(path)
-    return {"name": path.name, "global_step": checkpoint_step(path), "sha256": file_sha256(path)}
+    return {"name": path.name, "global_step": checkpoint_step(path, **kwargs), "sha256": file_sha256(path)}
 
 
 def recorded_checkpoint(folder: str | Path) -> dict[str, Any] | None:

@@ -42,9 +42,13 @@ def read_checkpoint(path: str | Path, *, hint: str = "delete it or use another c
     return ckpt
 
 
+# what to do about a run's checkpoint that does not load
+EVALUATE_ANOTHER = "delete it or evaluate another (eval.checkpoint=best|last, checkpoint=...)"
+
+
 def load_checkpoint_state(path: Path) -> dict[str, torch.Tensor]:
     """The model's state dict from a Lightning checkpoint, loaded with weights_only=True."""
-    ckpt = read_checkpoint(path, hint="delete it or evaluate another (eval.checkpoint=best|last, checkpoint=...)")
+    ckpt = read_checkpoint(path, hint=EVALUATE_ANOTHER)
     state = ckpt.get("state_dict", ckpt)
     return {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
 

@@ -6,9 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from asr_pe.evaluation.provenance import checkpoint_record, stale_sets
+from asr_pe.inference.run_loading import CheckpointError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,6 +30,19 @@ def test_record_names_the_file_its_step_and_its_bytes(tmp_path):
                                        "sha256": hashlib.sha256(ckpt.read_bytes()).hexdigest()}
     torch.save({"w": torch.ones(3)}, ckpt)  # a bare state dict has no step
     assert checkpoint_record(ckpt)["global_step"] is None
+
+
+@pytest.mark.parametrize("content", [b"not a checkpoint at all", b""])
+def test_a_file_that_does_not_load_is_one_checkpoint_error_naming_it(tmp_path, content):
+    # the record is taken before the model loads: torch's own error (a non-zip file cannot be
+    # mmapped) would be a traceback instead of the entry points' one line
+    ckpt = tmp_path / "best.ckpt"
+    ckpt.write_bytes(content)
+    with pytest.raises(CheckpointError, match=rf"^{ckpt}: not a readable checkpoint .*; try this$"):
+        checkpoint_record(ckpt, hint="try this")
+    torch.save([1, 2], ckpt)  # loads, but is no checkpoint
+    with pytest.raises(CheckpointError, match="not a checkpoint \\(holds a list"):
+        checkpoint_record(ckpt)
 
 
 def test_stale_sets_compare_bytes_not_times(tmp_path):
