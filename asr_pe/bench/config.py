@@ -40,6 +40,7 @@ class BenchConfig:
     reference: bool = True                    # the torchaudio row (train)
     threads: int = 2
     device: str = "cpu"                       # cpu | cuda | auto
+    precision: str = "32"                     # train: 32 | bf16 (autocast, as trainer=gpu's bf16-mixed)
     out: str | None = "bench_results"         # folder for the CSV and markdown files
     argv: list[str] = field(default_factory=list)  # the command line, recorded in the markdown
 

@@ -4,7 +4,9 @@
 
 ``spec`` is `asr_pe.bench.runner.long_spec`. The process builds an ASR model, encodes one
 random recording full-context or chunked, and reports its ``ru_maxrss``: a child per run so
-that the peak is this run's alone.
+that the peak is this run's alone. With ``spec["device"] == "cuda"`` the model and the input are
+on the GPU and it also reports ``torch.cuda.max_memory_allocated`` (peak, and extra over the
+model and input).
 """
 
 from __future__ import annotations
@@ -42,11 +44,18 @@ def long_worker(spec: dict) -> dict:
         encoder={"kind": spec["encoder"], "d_model": spec["d_model"], "n_heads": spec["heads"],
                  "n_layers": spec["layers"], "ffn_dim": spec["ffn"], "conv_kernel": spec["conv_kernel"]},
         pe=pe_cfg,
-    ).eval()
-    feats = torch.randn(1, n_feat, 80, generator=torch.Generator().manual_seed(1))
-    lengths = torch.tensor([n_feat])
+    )
+    device = torch.device(spec.get("device", "cpu"))
+    cuda = device.type == "cuda"
+    model = model.to(device).eval()
+    feats = torch.randn(1, n_feat, 80, generator=torch.Generator().manual_seed(1)).to(device)
+    lengths = torch.tensor([n_feat], device=device)
     trim_heap()
     base = current_rss() or 0
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        gpu_base = torch.cuda.memory_allocated(device)
     t0 = time.perf_counter()
     with torch.inference_mode():
         if spec["infer"] == "full":
@@ -55,14 +64,20 @@ def long_worker(spec: dict) -> dict:
             enc, enc_lengths = encode_chunked(model, feats, lengths, chunk_s=spec["chunk_s"],
                                               overlap_s=spec["overlap_s"])
         logp = model.ctc_log_probs(enc)
+    if cuda:
+        torch.cuda.synchronize(device)
     seconds = time.perf_counter() - t0
     assert torch.isfinite(logp).all(), "non-finite output"
-    return {
+    row = {
         "frames": int(enc_lengths[0]), "seconds": round(seconds, 2),
         "peak_rss_mb": round(max_rss_bytes() / 2**20, 1),
         "peak_extra_mb": round((max_rss_bytes() - base) / 2**20, 1),
         "input_mb": round(feats.numel() * 4 / 2**20, 1),
     }
+    if cuda:
+        peak = torch.cuda.max_memory_allocated(device)
+        row.update(peak_gpu_mb=round(peak / 2**20, 1), gpu_extra_mb=round((peak - gpu_base) / 2**20, 1))
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:

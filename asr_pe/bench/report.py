@@ -63,23 +63,27 @@ def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
             mem = [f"{by[(pe, T)]['peak_mem_mb']:.0f}" for T in Ts]
             lines.append(f"| {pe} | {f'≤ {tgt:.2f}' if tgt else '-'} | " + " | ".join(cells) + " | " +
                          " | ".join(mem) + " |")
-        caption = (f"Forward+backward of the {cfg.encoder} encoder ({cfg.layers} layers, d={cfg.d_model}, "
+        caption = (f"Forward+backward ({'bf16 autocast' if cfg.precision == 'bf16' else 'fp32'}) of the {cfg.encoder} encoder ({cfg.layers} layers, d={cfg.d_model}, "
                    f"{cfg.heads} heads, FFN {cfg.ffn}, conv kernel {cfg.conv_kernel}), batch "
                    f"{cfg.batch}, median of {cfg.reps} interleaved reps after {cfg.warmup} warm-up; "
                    "ratio to pe=none in the same run (wall time; then process CPU time, steadier "
                    "on a shared machine); ✗ = wall-time ratio above the target "
                    f"(checked at T = {', '.join(map(str, TARGET_LENGTHS))}).")
         return "\n".join([*head, caption, "", *lines]) + "\n"
-    lines = ["| minutes | mode | pe | encoder frames | seconds | peak RSS MiB | extra over model MiB | status |",
-             "|---|---|---|---|---|---|---|---|"]
+    gpu = device.type == "cuda"
+    lines = ["| minutes | mode | pe | encoder frames | seconds | peak RSS MiB | extra over model MiB | "
+             + ("GPU peak MiB | GPU extra MiB | " if gpu else "") + "status |",
+             "|---|---|---|---|---|---|---|" + ("---|---|" if gpu else "") + "---|"]
     for r in rows:
         opt = f" ({r['pe_options']})" if r.get("pe_options") else ""
         mode = r["infer"] + (f" block={r['block_size']}" if r["infer"] == "full" else
                              f" {r['chunk_s']}s+{r['overlap_s']}s")
+        gpu_cells = f"{r.get('peak_gpu_mb', '-')} | {r.get('gpu_extra_mb', '-')} | " if gpu else ""
         lines.append(f"| {r['minutes']} | {mode} | {r['pe']}{opt} | {r.get('frames', '-')} | {r.get('seconds', '-')} | "
-                     f"{r.get('peak_rss_mb', '-')} | {r.get('peak_extra_mb', '-')} | {r['status']} |")
+                     f"{r.get('peak_rss_mb', '-')} | {r.get('peak_extra_mb', '-')} | {gpu_cells}{r['status']} |")
     caption = ("Inference (front end + encoder + CTC head, batch 1) over one random recording; each "
-               "row is a separate process, peak RSS is its ru_maxrss.")
+               "row is a separate process, peak RSS is its ru_maxrss"
+               + ("; GPU peak is torch.cuda.max_memory_allocated, extra = over the model and input." if gpu else "."))
     return "\n".join([*head, caption, "", *lines]) + "\n"
 
 
@@ -88,7 +92,7 @@ def write_outputs(rows: list[dict], cfg: BenchConfig, device: torch.device) -> t
     first) and ``.md``, each written atomically -> (csv, md)."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"bench_{cfg.mode}_{device.type}"
+    stem = out / (f"bench_{cfg.mode}_{device.type}" + (f"_{cfg.precision}" if cfg.precision != "32" else ""))
     keys = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=keys)

@@ -231,9 +231,11 @@ def measure_pe(cfg: PlanConfig, pe: str, log: Callable[[str], None] = print) -> 
     per_layer = (a2 - a1) / (l2 - l1)              # MiB per layer and utterance of the full length
     rest = a1 - per_layer * l1                     # front end, CTC head and loss per utterance
     # per layer, A(T) = a T + b T^2, so b T^2 = 2 (A(T) - 2 A(T/2)): the share growing with T^2 is
-    # the attention scores, probabilities and dropout masks (fused attention kernels keep none)
+    # the attention scores, probabilities and dropout masks (fused attention kernels keep none).
+    # A part that does not grow with T at all (bf16 autocast saves a bf16 copy of each weight for
+    # the backward) makes this negative: measured on an H100, -53 %; such a share is 0
     per_layer_half = (h2 - h1) / (l2 - l1)
-    quad_share = 2 * (per_layer - 2 * per_layer_half) / per_layer if per_layer > 0 else float("nan")
+    quad_share = max(0.0, 2 * (per_layer - 2 * per_layer_half) / per_layer) if per_layer > 0 else float("nan")
     flop_layer = f2 - f1
     flop_rest = f1 - flop_layer * l1
     act = batch_utts * (rest + n_layers * per_layer) * MiB

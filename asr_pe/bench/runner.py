@@ -42,11 +42,12 @@ __all__ = [
     "run_train", "long_spec", "run_long", "run_benchmark",
 ]
 
-TRAIN_COLUMNS = ("mode", "pe", "T", "batch", "ms_per_step", "ratio_to_none", "min_ms", "cpu_ms",
+PRECISIONS = ("32", "bf16")
+TRAIN_COLUMNS = ("mode", "pe", "T", "batch", "precision", "ms_per_step", "ratio_to_none", "min_ms", "cpu_ms",
                  "cpu_ratio_to_none", "reps", "peak_mem_mb")
 # every key a long-mode row can have (a failed run has no measurements: its CSV cells are empty)
 LONG_COLUMNS = ("mode", "pe", "minutes", "infer", "block_size", "chunk_s", "overlap_s", "pe_options", "status",
-                "frames", "seconds", "peak_rss_mb", "peak_extra_mb", "input_mb")
+                "frames", "seconds", "peak_rss_mb", "peak_extra_mb", "input_mb", "peak_gpu_mb", "gpu_extra_mb")
 
 
 class BenchError(ValueError):
@@ -62,11 +63,15 @@ def batch_lengths(T: int, B: int) -> torch.Tensor:
     return torch.linspace(T, lo, B).round().long().clamp(1, T)
 
 
-def train_step(model, x, lengths):
-    """One forward + backward; parameters' grads are reset to None first."""
+def train_step(model, x, lengths, precision: str = "32"):
+    """One forward + backward; parameters' grads are reset to None first. ``precision="bf16"``:
+    the forward under bfloat16 autocast, as Lightning's ``bf16-mixed`` runs it (weights, grads and
+    the loss stay fp32)."""
+    assert precision in PRECISIONS, f"precision {precision!r}: choose one of {PRECISIONS}"
     for p in model.parameters():
         p.grad = None
-    out, _ = model(x, lengths)
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        out, _ = model(x, lengths)
     loss = out.float().square().mean()
     loss.backward()
     return loss
@@ -78,7 +83,8 @@ def _batch(cfg: BenchConfig, T: int, device: torch.device) -> tuple[torch.Tensor
     return x, batch_lengths(T, cfg.batch).to(device)
 
 
-def train_rows(T: int, batch: int, times: dict[str, list[float]], cpu: dict[str, list[float]]) -> list[dict]:
+def train_rows(T: int, batch: int, times: dict[str, list[float]], cpu: dict[str, list[float]],
+               precision: str = "32") -> list[dict]:
     """Rows (`TRAIN_COLUMNS`) of one length from per-step seconds (wall and CPU) per name.
 
     Ratios divide each median by that of ``none`` from the same ``times``/``cpu`` (the same
@@ -89,7 +95,7 @@ def train_rows(T: int, batch: int, times: dict[str, list[float]], cpu: dict[str,
     cmed = {n: statistics.median(v) * 1000 for n, v in cpu.items()}
     base, cbase = med.get("none"), cmed.get("none")
     return [{
-        "mode": "train", "pe": n, "T": T, "batch": batch,
+        "mode": "train", "pe": n, "T": T, "batch": batch, "precision": precision,
         "ms_per_step": round(med[n], 2),
         "ratio_to_none": round(med[n] / base, 3) if base else float("nan"),
         "min_ms": round(min(times[n]) * 1000, 2),
@@ -118,16 +124,16 @@ def run_train(cfg: BenchConfig, device: torch.device) -> list[dict]:
         cpu: dict[str, list[float]] = {n: [] for n in names}
         for n in names:  # warm-up (allocator, kernels, caches)
             for _ in range(cfg.warmup):
-                train_step(models[n], x, lengths)
+                train_step(models[n], x, lengths, cfg.precision)
         sync(device)
         for rep in range(cfg.reps):
             k = rep % len(names)
             order = names[k:] + names[:k]  # rotate so no PE always runs right after another
             for n in order:
-                wall_s, cpu_s = timed(functools.partial(train_step, models[n], x, lengths), device)
+                wall_s, cpu_s = timed(functools.partial(train_step, models[n], x, lengths, cfg.precision), device)
                 times[n].append(wall_s)
                 cpu[n].append(cpu_s)
-        rows += train_rows(T, cfg.batch, times, cpu)
+        rows += train_rows(T, cfg.batch, times, cpu, cfg.precision)
         line = "  ".join(f"{n}={statistics.median(times[n]) * 1000:.0f}" for n in names)
         print(f"[bench] T={T}: {line} (ms, median of {cfg.reps})", flush=True)
     if cfg.memory:
@@ -136,11 +142,11 @@ def run_train(cfg: BenchConfig, device: torch.device) -> list[dict]:
         for T in cfg.lengths:
             x, lengths = _batch(cfg, T, device)
             for n in names:
-                train_step(models[n], x, lengths)  # grads allocated: measure the steady state
+                train_step(models[n], x, lengths, cfg.precision)  # grads allocated: measure the steady state
                 peaks = []
                 for _ in range(cfg.mem_reps):
                     with PeakMemory(device) as pm:
-                        train_step(models[n], x, lengths)
+                        train_step(models[n], x, lengths, cfg.precision)
                     peaks.append(pm.peak_mb)
                 row = next(r for r in rows if r["pe"] == n and r["T"] == T)
                 row["peak_mem_mb"] = round(statistics.median(peaks), 1)
@@ -150,14 +156,14 @@ def run_train(cfg: BenchConfig, device: torch.device) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 # long mode
 # --------------------------------------------------------------------------------------------
-def long_spec(cfg: BenchConfig, pe: str, minutes: float, infer: str) -> dict:
+def long_spec(cfg: BenchConfig, pe: str, minutes: float, infer: str, device: str = "cpu") -> dict:
     """What one child process (`asr_pe.bench.long_worker.long_worker`) measures."""
     opts = {"policy": "wrap"} if pe == "learned" else {}
     return {
         "pe": pe, "minutes": minutes, "infer": infer, "threads": cfg.threads,
         "encoder": cfg.encoder, "d_model": cfg.d_model, "heads": cfg.heads, "layers": cfg.layers,
         "ffn": cfg.ffn, "conv_kernel": cfg.conv_kernel, "block_size": cfg.block_size or "auto",
-        "chunk_s": cfg.chunk_s, "overlap_s": cfg.overlap_s, "pe_options": opts,
+        "chunk_s": cfg.chunk_s, "overlap_s": cfg.overlap_s, "pe_options": opts, "device": device,
     }
 
 
@@ -168,7 +174,7 @@ def _worker_env() -> dict:
     return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
 
-def run_long(cfg: BenchConfig) -> list[dict]:
+def run_long(cfg: BenchConfig, device: torch.device = torch.device("cpu")) -> list[dict]:
     """Long-mode rows, one child process each; a failed or timed-out run is a row with its status.
 
     With ``cfg.out`` the files are rewritten after every run, so a long sweep keeps what it measured.
@@ -177,7 +183,7 @@ def run_long(cfg: BenchConfig) -> list[dict]:
     for minutes in cfg.minutes:
         for infer in cfg.infer:
             for pe in cfg.pes:
-                spec = long_spec(cfg, pe, minutes, infer)
+                spec = long_spec(cfg, pe, minutes, infer, device.type)
                 opts = spec["pe_options"]
                 row = {"mode": "long", "pe": pe, "minutes": minutes, "infer": infer,
                        "block_size": spec["block_size"] if infer == "full" else "",
@@ -199,12 +205,13 @@ def run_long(cfg: BenchConfig) -> list[dict]:
                     row["status"] = f"timeout after {cfg.timeout} s"
                 except (RuntimeError, ValueError, OSError) as e:  # recorded in the table, the sweep goes on
                     row["status"] = f"failed: {e}"
+                gpu = f", GPU peak {row.get('peak_gpu_mb', '-')} MiB" if device.type == "cuda" else ""
                 print(f"[bench] {minutes} min {infer} pe={pe}: {row.get('seconds', '-')} s, "
-                      f"peak RSS {row.get('peak_rss_mb', '-')} MiB ({row['status']}, wall {time.time() - t0:.0f} s)",
+                      f"peak RSS {row.get('peak_rss_mb', '-')} MiB{gpu} ({row['status']}, wall {time.time() - t0:.0f} s)",
                       flush=True)
                 rows.append(row)
                 if cfg.out:
-                    write_outputs(rows, cfg, torch.device("cpu"))
+                    write_outputs(rows, cfg, device)
     return rows
 
 
@@ -214,7 +221,7 @@ def run_long(cfg: BenchConfig) -> list[dict]:
 def run_benchmark(cfg: BenchConfig) -> tuple[Path, Path]:
     """Run ``cfg.mode``, write the CSV and markdown into ``cfg.out``, print the table -> (csv, md).
 
-    Raises `BenchError` for a CUDA device that is not there and for long mode off the CPU.
+    Raises `BenchError` for a CUDA device that is not there.
     """
     torch.set_num_threads(cfg.threads)
     dev = cfg.device
@@ -227,9 +234,7 @@ def run_benchmark(cfg: BenchConfig) -> tuple[Path, Path]:
     if cfg.mode == "train":
         rows = run_train(cfg, device)
     elif cfg.mode == "long":
-        if device.type != "cpu":
-            raise BenchError("long mode measures CPU RSS; run it with --device cpu")
-        rows = run_long(cfg)
+        rows = run_long(cfg, device)
     else:
         raise BenchError(f"unknown mode {cfg.mode!r} (train | long)")
     csv_path, md_path = write_outputs(rows, cfg, device)

@@ -27,6 +27,20 @@ from torch import nn
 from asr_pe.models.attention import make_pad_mask
 
 DEFAULT_BUDGET_MB = 128.0
+# on a GPU: this share of its memory per score block (2.5 GB on an 80 GB card). 128 MiB blocks
+# cut a 60-minute recording (90,000 frames) into ~970 blocks of 93 rows per layer, which left an
+# H100 idle between kernel launches: 55 s for `none` (docs/benchmarks.md)
+GPU_BUDGET_SHARE = 1 / 32
+
+
+def default_budget_mb(device: torch.device | str) -> float:
+    """MiB per (batch, H, block, n_keys) fp32 score tensor: ``DEFAULT_BUDGET_MB`` on a CPU,
+    ``GPU_BUDGET_SHARE`` of the card's memory on a GPU."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return DEFAULT_BUDGET_MB
+    total = torch.cuda.get_device_properties(device).total_memory
+    return max(DEFAULT_BUDGET_MB, total * GPU_BUDGET_SHARE / 2**20)
 DEFAULT_FRONTEND_CHUNK = 1500  # encoder frames per front-end chunk (60 s at 40 ms)
 
 
@@ -119,16 +133,18 @@ def encode_full(
     lengths: torch.Tensor,
     *,
     block_size: int | str | None = "auto",
-    budget_mb: float = DEFAULT_BUDGET_MB,
+    budget_mb: float | None = None,
     frontend_chunk: int = DEFAULT_FRONTEND_CHUNK,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Full-context encoding: features (B, T, F) at 10 ms -> enc (B, T', D), enc_lengths (B,).
 
     Same result as ``model.encode`` (an ``ASRModel``: ``.frontend`` then ``.encoder``); the
-    encoder's block size is set for this call only and restored afterwards."""
+    encoder's block size is set for this call only and restored afterwards. ``budget_mb``
+    (for ``block_size="auto"``): None = ``default_budget_mb`` of the features' device."""
     x, enc_lengths = frontend_in_chunks(model.frontend, features, lengths, frontend_chunk)
     encoder = model.encoder
     n_heads = encoder.layers[0].attn.n_heads
+    budget_mb = default_budget_mb(features.device) if budget_mb is None else budget_mb
     block = resolve_block_size(block_size, x.size(1), n_heads, x.size(0), budget_mb)
     saved = _block_sizes(encoder)
     try:
@@ -153,6 +169,7 @@ __all__ = [
     "DEFAULT_FRONTEND_CHUNK",
     "attention_bytes_per_block",
     "auto_block_size",
+    "default_budget_mb",
     "encode_full",
     "estimate_attention_flops",
     "frontend_in_chunks",

@@ -16,6 +16,8 @@ readable reference path lives there. What is here computes the same function fas
   path (scores kept for the backward) is faster.
 * ``attend_widened``: a PE that folds its bias into wider q/k (``AttentionPE.fused_qk``:
   Transformer-XL) runs through SDPA with no bias at all, its gradients from SDPA's own backward.
+* ``sdpa``: every call above goes through it; on a GPU in half precision it pads a head size that
+  is not a multiple of 8, which torch's memory-efficient kernel needs.
 """
 
 from __future__ import annotations
@@ -33,6 +35,43 @@ from .positional.base import AttentionPE
 # fused forward wins (measured, torch 2.14, 1 thread, B = 8, H = 4, d = 36: T5 and Transformer-XL
 # explicit faster at T = 250 and 500, fused 1.2-1.5x faster at T = 1000).
 FUSED_GRAD_MIN_KEYS = 768
+
+
+# torch's memory-efficient CUDA kernel (the one that takes a mask) needs head sizes that are
+# multiples of this in half precision; flash takes no mask at all
+HALF_PRECISION_HEAD_MULTIPLE = 8
+
+
+def head_padding_needed(q: torch.Tensor, v: torch.Tensor) -> bool:
+    """On CUDA in half precision (bf16/fp16 tensors, or autocast to them), a q/k or v head size
+    that is not a multiple of 8 makes torch skip its fused kernels and run the math path, which
+    stores the (B, H, Tq, Tk) probabilities for the backward: measured on an H100, bf16 autocast,
+    d = 36, B = 8, T = 4000: 20 GB per training step against 4 GB in fp32 (docs/benchmarks.md)."""
+    if not q.is_cuda:
+        return False
+    half = (torch.float16, torch.bfloat16)
+    in_half = q.dtype in half or (torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") in half)
+    m = HALF_PRECISION_HEAD_MULTIPLE
+    return in_half and (q.size(-1) % m != 0 or v.size(-1) % m != 0)
+
+
+def sdpa(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+         pad_heads: bool | None = None) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` -> (B, H, Tq, d_v), with q/k/v zero-padded to a head size
+    that is a multiple of 8 when ``head_padding_needed`` (``pad_heads``: force it either way).
+    Zero columns add nothing to q·k and give zero output columns, which are cut off; the scale
+    stays 1/√d of the unpadded q (or ``scale``)."""
+    if pad_heads is None:
+        pad_heads = head_padding_needed(q, v)
+    if not pad_heads:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
+                                              is_causal=is_causal, scale=scale)
+    m = HALF_PRECISION_HEAD_MULTIPLE
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    q, k, v_padded = (F.pad(t, (0, -t.size(-1) % m)) for t in (q, k, v))  # (B, H, T, ⌈d/8⌉·8)
+    out = F.scaled_dot_product_attention(q, k, v_padded, attn_mask=attn_mask, dropout_p=dropout_p,
+                                         is_causal=is_causal, scale=scale)
+    return out[..., :v.size(-1)]  # (B, H, Tq, d_v)
 
 
 def bias_needs_grad(bias: torch.Tensor | None, q: torch.Tensor, bias_mode: str) -> bool:
@@ -76,7 +115,7 @@ def attend_widened(q, k, v, key_padding_mask, causal, block, q_pos, k_pos, pe, d
             mask = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk) True = attend
         else:
             mask = None
-        o = F.scaled_dot_product_attention(q[:, :, s:e], k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+        o = sdpa(q[:, :, s:e], k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
         outs.append(pe.mix_output(o, v, q_pos[s:e], k_pos, key_padding_mask))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, Tq, d)
 
@@ -90,12 +129,12 @@ def attend_fused(q, k, v, bias, key_padding_mask, hidden, causal, full_block, dr
     length with no window (SDPA's ``is_causal`` assumes that)."""
     if bias is None and key_padding_mask is None:
         if causal and full_block:
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+            return sdpa(q, k, v, dropout_p=dropout_p, is_causal=True)
         mask = combine_mask(None, None, hidden, q.dtype)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return sdpa(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     if bias is None and hidden is None:
         keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk) True = attend
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p)
+        return sdpa(q, k, v, attn_mask=keep, dropout_p=dropout_p)
     lengths = per_utterance_key_counts(bias, key_padding_mask, q, bias_mode)
     if lengths is not None and min(lengths) == k.size(2):  # a mask that hides nothing
         lengths, key_padding_mask = None, None
@@ -120,7 +159,7 @@ def sdpa_with_bias(q, k, v, bias, key_padding_mask, hidden, dropout_p, bias_mode
     if bias_needs_grad(bias, q, bias_mode):
         return SDPAWithBiasGrad.apply(q, k, v, bias, key_padding_mask, hidden, 1.0 / math.sqrt(q.size(-1)))
     mask = combine_mask(bias, key_padding_mask, hidden, q.dtype)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return sdpa(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
 def per_utterance_key_counts(bias, key_padding_mask, q, bias_mode) -> list[int] | None:

@@ -133,9 +133,33 @@ def test_run_benchmark_refuses_what_it_cannot_measure(tiny):
     if not torch.cuda.is_available():
         with pytest.raises(BenchError, match="no CUDA device"):
             run_benchmark(dataclasses.replace(tiny, device="cuda"))
-    else:
-        with pytest.raises(BenchError, match="long mode measures CPU RSS"):
-            run_benchmark(dataclasses.replace(tiny, mode="long", device="cuda"))
+
+
+def test_bf16_train_run_autocasts_the_forward_and_names_its_files(tiny, monkeypatch):
+    # what trainer=gpu trains in (bf16-mixed): the forward under bfloat16 autocast, weights fp32
+    import asr_pe.bench.runner as runner
+
+    seen = []
+    real = runner.train_step
+
+    def spy(model, x, lengths, precision="32"):
+        seen.append(precision)
+        return real(model, x, lengths, precision)
+
+    monkeypatch.setattr(runner, "train_step", spy)
+    cfg = dataclasses.replace(tiny, pes=["none", "rope"], lengths=[8], reference=False, precision="bf16")
+    csv_path, md_path = run_benchmark(cfg)
+    assert csv_path.name == "bench_train_cpu_bf16.csv" and "Forward+backward (bf16 autocast)" in md_path.read_text()
+    assert {r["precision"] for r in read_csv(csv_path)} == {"bf16"} and set(seen) == {"bf16"}
+    model = runner.build_model("rope", cfg, 8)
+    x, lengths = runner._batch(cfg, 8, torch.device("cpu"))
+    linear_out = []
+    linear = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
+    linear.register_forward_hook(lambda mod, inp, out: linear_out.append(out.dtype))
+    assert runner.train_step(model, x, lengths, "bf16").dtype == torch.float32  # the loss is taken in fp32
+    runner.train_step(model, x, lengths, "32")
+    assert linear_out == [torch.bfloat16, torch.float32]  # the autocast reaches the encoder's matmuls
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
 
 
 def test_long_spec_gives_learned_the_wrap_policy():
@@ -154,7 +178,8 @@ def test_long_worker_encodes_a_recording(tiny, infer):
                      "relative", 0.05, infer)
     result = long_worker(spec)
     assert set(result) == set(LONG_COLUMNS) - {"mode", "pe", "minutes", "infer", "block_size", "chunk_s",
-                                               "overlap_s", "pe_options", "status"}
+                                               "overlap_s", "pe_options", "status",
+                                               "peak_gpu_mb", "gpu_extra_mb"}  # (those: on a GPU only)
     assert result["frames"] == 74  # 300 feature frames -> ((300 − 3)//2 + 1 − 3)//2 + 1
     assert result["seconds"] >= 0 and result["peak_rss_mb"] > 0 and result["input_mb"] > 0
 

@@ -227,3 +227,51 @@ def test_shaw_row_layout_equals_gather(beyond, k):
 def test_rel_shift_view_of_non_contiguous_input():
     x = torch.randn(2, 3, 9, 5).transpose(-1, -2)  # (2, 3, 5, 9): Tq = 5, Tk = 5, non-contiguous
     torch.testing.assert_close(rel_shift(x), rel_shift_naive(x), rtol=0, atol=0)
+
+
+# ---- head padding for the GPU's fused kernels (fast_paths.sdpa) ----
+
+@pytest.mark.parametrize("case", ["bool_mask", "float_mask", "causal", "scale_and_wider_qk"])
+def test_padded_head_sdpa_equals_sdpa_values_and_gradients(case):
+    # zero columns add nothing to q·k and give zero output columns: the padded call (what a GPU
+    # in bf16 runs for d = 36) is the same function, forward and backward
+    g = torch.Generator().manual_seed(0)
+    B, H, Tq, Tk, d, dv = 2, 3, 5, 7, 36, 36
+    if case == "scale_and_wider_qk":
+        d = 44  # Transformer-XL's widened q/k beside d_v = 36
+    q, k = torch.randn(B, H, Tq, d, generator=g), torch.randn(B, H, Tk, d, generator=g)
+    v = torch.randn(B, H, Tk, dv, generator=g)
+    kwargs = {}
+    if case == "bool_mask":
+        kwargs["attn_mask"] = ~make_pad_mask(torch.tensor([7, 4]), Tk)[:, None, None, :]
+    elif case == "float_mask":
+        kwargs["attn_mask"] = torch.randn(1, H, Tq, Tk, generator=g)
+    elif case == "causal":
+        q = torch.randn(B, H, Tk, d, generator=g)
+        kwargs["is_causal"] = True
+    else:
+        kwargs["scale"] = 0.3
+    outs, grads = [], []
+    for pad in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = fast_paths.sdpa(*leaves, pad_heads=pad, **kwargs)
+        out.mul(torch.arange(out.numel()).reshape(out.shape).sin()).sum().backward()
+        outs.append(out)
+        grads.append([t.grad for t in leaves])
+    assert outs[1].shape == outs[0].shape == (B, H, q.size(2), dv)
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads[1], grads[0]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_heads_are_padded_only_on_cuda_in_half_precision():
+    q = torch.randn(1, 2, 3, 36)
+    assert not fast_paths.head_padding_needed(q, q)  # CPU: never
+    assert not fast_paths.head_padding_needed(q.bfloat16(), q.bfloat16())
+    if torch.cuda.is_available():  # (the GPU machine: measured in docs/benchmarks.md)
+        qc = q.cuda()
+        assert not fast_paths.head_padding_needed(qc, qc)  # fp32: the fused kernel takes d = 36
+        assert fast_paths.head_padding_needed(qc.bfloat16(), qc.bfloat16())
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert fast_paths.head_padding_needed(qc, qc)
+        assert not fast_paths.head_padding_needed(qc[..., :32].half(), qc[..., :32].half())

@@ -138,6 +138,20 @@ def test_auto_block_size():
             resolve_block_size(bad, 100, 4)
 
 
+def test_the_default_budget_is_128_mib_on_cpu_and_a_share_of_the_card_on_a_gpu(monkeypatch):
+    from types import SimpleNamespace
+
+    from asr_pe.inference import full_context
+
+    assert full_context.default_budget_mb("cpu") == 128
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=80 * 2**30))
+    assert full_context.default_budget_mb("cuda:0") == 80 * 1024 / 32  # 2560 MiB on an 80 GB card
+    # a 60-minute recording on that card: blocks of 1,864 rows instead of 93
+    assert auto_block_size(90_000, 4, 1, budget_mb=full_context.default_budget_mb("cuda")) == 1864
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=2**30))
+    assert full_context.default_budget_mb("cuda") == 128  # never below the CPU's
+
+
 def test_block_size_applies_during_the_call_and_is_restored_after_a_failure():
     model = tiny_model("none")
     model.encoder.set_block_size(5)
