@@ -1,4 +1,4 @@
-"""Evaluate a trained run: ``python evaluate.py run=<run dir> [data.test=…] [decode.method=beam] [device=cuda]``.
+"""Evaluate a trained run: ``python evaluate.py run=<run dir> [data.test=…] [decode.method=beam] [device=cuda] [reuse=true]``.
 
 Every ``eval.*`` key not given on the command line takes the run's own setting (its config.yaml;
 conf/evaluate.yaml), so this buckets and decodes like the evaluation that followed training.
@@ -28,6 +28,7 @@ def eval_given_on_command_line(cfg: DictConfig) -> dict:
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from asr_pe.evaluation.pipeline import evaluate_run
+    from asr_pe.evaluation.reuse import Reuse
     from asr_pe.evaluation.settings import EvalSettingsError
     from asr_pe.inference.device import DeviceError
     from asr_pe.training.data import resolve_manifests
@@ -35,7 +36,10 @@ def main(cfg: DictConfig) -> None:
     with friendly_errors():
         try:
             overrides = {"decode": cfg.decode, "eval": eval_given_on_command_line(cfg), "data": cfg.data}
-            evaluate_run(cfg.run, overrides, device=cfg.device, corpus_manifests=resolve_manifests)
+            reuse = Reuse() if cfg.reuse else None
+            evaluate_run(cfg.run, overrides, device=cfg.device, corpus_manifests=resolve_manifests, reuse=reuse)
+            if reuse is not None:
+                print(f"[asr_pe] {reuse.summary()}: {' '.join(reuse.reused) or 'none'} reused")
         except (DeviceError, EvalSettingsError) as e:  # bad settings: one line, like friendly_errors
             if os.environ.get("ASR_PE_DEBUG"):
                 raise

@@ -48,6 +48,21 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
+# the decode keys each method reads (asr_pe.inference.decode.decode_batch); the attention and joint
+# decoders read the whole section
+DECODE_KEYS = {"greedy": (), "beam": ("beam",)}
+
+
+def decode_record(decode: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a ``decode:`` section the decoding depends on: greedy decoding with the
+    default beam width recorded is the same decoding as greedy decoding without it."""
+    decode = dict(decode)
+    method = decode.get("method", "greedy")
+    if method not in DECODE_KEYS:
+        return decode
+    return {"method": method, **{k: decode[k] for k in DECODE_KEYS[method] if k in decode}}
+
+
 def decoding_settings(*, manifest: str | Path, settings: Mapping[str, Any], decode: Mapping[str, Any],
                       remedy: str, train_length_s: float | None, device: str) -> dict[str, Any]:
     """The record of what one set's result follows from besides the checkpoint: ``settings`` are
@@ -57,7 +72,7 @@ def decoding_settings(*, manifest: str | Path, settings: Mapping[str, Any], deco
     last digits)."""
     return _plain({
         "manifest_sha256": file_sha256(manifest),
-        "decode": dict(decode),
+        "decode": decode_record(decode),
         "mode": settings["mode"],
         "block_size": settings["block_size"],
         "chunk_s": float(settings["chunk_s"]),
@@ -93,7 +108,10 @@ def stale_reason(folder: str | Path, checkpoint: Mapping[str, Any], settings: Ma
         return (f"checkpoint changed (recorded {recorded.get('name')} step {recorded.get('global_step')} "
                 f"sha256 {str(recorded.get('sha256'))[:12]}, now {checkpoint['name']} step "
                 f"{checkpoint['global_step']} sha256 {checkpoint['sha256'][:12]})")
-    recorded, now = meta[SETTINGS], _plain(dict(settings))
+    recorded, now = dict(meta[SETTINGS]), _plain(dict(settings))
+    for both in (recorded, now):  # a record written before decode_record existed holds every key
+        if isinstance(both.get("decode"), dict):
+            both["decode"] = decode_record(both["decode"])
     differ = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
     if differ:
         return "settings differ: " + ", ".join(f"{k} {recorded.get(k)!r} -> {now.get(k)!r}" for k in differ)

@@ -189,6 +189,8 @@ stage_train() {
 # Stage 5: evaluate.py on every set of `test_sets` whose results are missing or were computed from a
 # checkpoint that has changed since (a run resumed and trained further), per run: eval/<set>/
 # buckets.meta.json records the checkpoint's name and SHA-256 (python -m asr_pe.evaluation.provenance).
+# With eval_extra (other decoding settings) every set goes to evaluate.py with reuse=true, which
+# also compares the settings each result records.
 stage_evaluate() {
   local -a sets todo
   local pe run s stale
@@ -199,6 +201,16 @@ stage_evaluate() {
   for pe in $pes; do
     run="$runs_dir/$pe"
     [ -d "$run" ] || { echo "$0: stage 5: $run missing (run stage 4)" >&2; exit 1; }
+    if [ -n "$eval_extra" ]; then
+      # settings other than the run's own: a result records the settings it was decoded with, and
+      # evaluate.py (reuse=true) reads back a set only when they and the checkpoint are the same
+      log "  $pe: evaluate ${sets[*]} with $eval_extra (reuse=true: sets already decoded so are kept)"
+      todo=()
+      for s in "${sets[@]}"; do todo+=("$manifest_dir/$s.jsonl"); done
+      # shellcheck disable=SC2086
+      run_child "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" reuse=true $eval_extra
+      continue
+    fi
     stale="$("$PYTHON" -m asr_pe.evaluation.provenance "$run" "${sets[@]}")"
     todo=()
     while IFS= read -r s; do if [ -n "$s" ]; then todo+=("$manifest_dir/$s.jsonl"); fi; done <<< "$stale"

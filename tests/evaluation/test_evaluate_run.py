@@ -452,3 +452,29 @@ def test_reuse_decodes_only_what_is_missing_stale_or_half_written(corpus, tmp_pa
     torch.save(ckpt, run / "checkpoints" / "best.ckpt")
     decoded, _, text = evaluate(n_boot=11)
     assert decoded == ["one"] and "checkpoint changed" in text
+
+
+def test_evaluate_py_reuse_true_reads_back_only_what_has_these_settings(corpus, tmp_path):
+    """``python evaluate.py run=... reuse=true`` (what the recipes' stage 5 runs when given other
+    settings): a set decoded with this checkpoint and these settings is read back, not decoded;
+    with another setting it is decoded again."""
+    run = tmp_path / "run"
+    make_run(run, corpus)
+    one = tmp_path / "one.jsonl"
+    write_manifest(one, read_manifest(corpus / "test-clean.jsonl")[:1])
+    evaluate_run(run, {"data": {"test": [str(one)]}, "eval": {"n_boot": 10}})
+    per_utt = run / "eval" / "one" / "per_utt.jsonl"
+    before = per_utt.stat().st_mtime_ns, per_utt.read_text()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def cli(*args):
+        proc = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), f"run={run}", f"data.test={one}",
+                               "reuse=true", *args], capture_output=True, text=True, cwd=tmp_path, env=env,
+                              timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert "[asr_pe] decoded 0 sets, reused 1: one reused" in cli("eval.n_boot=10")
+    assert (per_utt.stat().st_mtime_ns, per_utt.read_text()) == before
+    assert "[asr_pe] decoded 1 sets, reused 0: none reused" in cli("eval.n_boot=11")
+    assert per_utt.stat().st_mtime_ns != before[0]

@@ -89,6 +89,28 @@ def test_remedy_decoding_device_and_ladder_bytes_are_compared(tmp_path, manifest
     assert stale_reason(tmp_path / "set2", CKPT, decoding_settings(**{**base, "manifest": moved})) is None
 
 
+def test_only_the_decode_keys_a_method_reads_are_compared(tmp_path, manifest):
+    # greedy reads no beam width: the CLI's whole decode section (beam=10, ...) and an in-process
+    # call's {"method": "greedy"} are the same decoding, in a record old or new; beam width counts
+    # for beam search, and every key for the attention decoders
+    base = dict(manifest=manifest, settings=EVAL_DEFAULTS, remedy="", train_length_s=None, device="cpu")
+    full = {"method": "greedy", "beam": 10, "ctc_weight": 0.3, "length_penalty": 1.0, "max_len_ratio": 1.0}
+    write_result(tmp_path / "set", CKPT, decoding_settings(**base, decode={"method": "greedy"}))
+    assert stale_reason(tmp_path / "set", CKPT, decoding_settings(**base, decode=full)) is None
+    old = json.loads((tmp_path / "set" / "buckets.meta.json").read_text())
+    old[SETTINGS]["decode"] = full                      # as a record written before this rule holds it
+    (tmp_path / "set" / "buckets.meta.json").write_text(json.dumps(old))
+    assert stale_reason(tmp_path / "set", CKPT, decoding_settings(**base, decode={"method": "greedy"})) is None
+    write_result(tmp_path / "beam", CKPT, decoding_settings(**base, decode={**full, "method": "beam"}))
+    assert stale_reason(tmp_path / "beam", CKPT, decoding_settings(**base, decode={**full, "method": "beam",
+                                                                                "ctc_weight": 0.5})) is None
+    assert "decode" in stale_reason(tmp_path / "beam", CKPT, decoding_settings(**base, decode={**full, "method": "beam",
+                                                                                           "beam": 4}))
+    write_result(tmp_path / "joint", CKPT, decoding_settings(**base, decode={**full, "method": "joint"}))
+    assert "decode" in stale_reason(tmp_path / "joint", CKPT, decoding_settings(**base, decode={**full, "method": "joint",
+                                                                                             "ctc_weight": 0.5}))
+
+
 def test_reuse_counts():
     tally = Reuse(decoded=["a", "b"], reused=["c"])
     assert tally.summary() == "decoded 2 sets, reused 1"

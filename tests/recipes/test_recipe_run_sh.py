@@ -141,7 +141,7 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     # cape: killed while train.py evaluated it (a set scored, no done.json): stage 4 runs it again
     evaluated(runs / "cape", "test-clean")
     args = ["--stage", "3", "--stop_stage", "6", "--work_dir", str(work), "--pes", "none rope cape",
-            "--extra", "trainer.max_steps=2 trainer.accelerator=cpu", "--eval_extra", "device=cpu"]
+            "--extra", "trainer.max_steps=2 trainer.accelerator=cpu"]
     run(LIBRI, *args, python=python, env={"FAKE_LOG": str(log)})
     got = calls(log)
     lf = [c for c in got if "make_longform.py" in c]
@@ -165,9 +165,9 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
         return "[" + ",".join(f"'{md}/{s}.jsonl'" for s in names) + "]"
 
     assert ev == [
-        f"{REPO}/evaluate.py run={runs}/none data.test={hydra_list(sets)} device=cpu",
-        f"{REPO}/evaluate.py run={runs}/rope data.test={hydra_list(sets[1:])} device=cpu",  # test-clean done
-        f"{REPO}/evaluate.py run={runs}/cape data.test={hydra_list(sets[1:])} device=cpu",
+        f"{REPO}/evaluate.py run={runs}/none data.test={hydra_list(sets)}",
+        f"{REPO}/evaluate.py run={runs}/rope data.test={hydra_list(sets[1:])}",  # test-clean done
+        f"{REPO}/evaluate.py run={runs}/cape data.test={hydra_list(sets[1:])}",
     ]
     plots = [c for c in got if "plot_wer_vs_length.py" in c]
     assert plots == [
@@ -178,6 +178,30 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     log.unlink()
     run(LIBRI, "--stage", "3", "--stop_stage", "3", "--work_dir", str(work), python=python, env={"FAKE_LOG": str(log)})
     assert calls(log) == []
+
+
+def test_stage_5_with_other_settings_hands_every_set_to_evaluate_py_with_reuse(fake_python, tmp_path):
+    """Results record the settings they were decoded with, which only evaluate.py can compare: with
+    eval_extra every set goes to it with reuse=true (a set with this checkpoint and these settings
+    is read back, any other decoded), where the checkpoint question alone would call test-clean done
+    and keep the greedy numbers for a beam-search request."""
+    python, log = fake_python
+    work = tmp_path / "work"
+    md, runs = work / "manifests", work / "runs"
+    md.mkdir(parents=True)
+    for name in ("test-clean", "test-clean_long"):
+        (md / f"{name}.jsonl").write_text("")
+    evaluated(runs / "rope", "test-clean")
+    evaluated(runs / "rope", "test-clean_long")
+    out = run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
+              "--eval_extra", "decode.method=beam device=cpu", python=python, env={"FAKE_LOG": str(log)})
+    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/rope data.test=['{md}/test-clean.jsonl','{md}/test-clean_long.jsonl']"
+                          " reuse=true decode.method=beam device=cpu"]
+    assert "rope: evaluate test-clean test-clean_long with decode.method=beam device=cpu" in out.stdout
+    log.unlink()  # without other settings: the checkpoint question, and nothing to do
+    out = run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
+              python=python, env={"FAKE_LOG": str(log)})
+    assert not log.exists() and "rope: all test sets evaluated from the current checkpoint" in out.stdout
 
 
 def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python, tmp_path):
