@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import sys
@@ -78,6 +79,15 @@ def _in_multirun() -> bool:
 
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
+
+
+def resume_load_kwargs(trainer, ckpt) -> dict:
+    """``weights_only=True`` for Lightning's restore of the full training state on resume (its
+    default is False): our checkpoints hold tensors and plain containers only, which the
+    provenance reader already loads so. Lightning before 2.5 has no such argument of ``fit``."""
+    if ckpt is None or "weights_only" not in inspect.signature(trainer.fit).parameters:
+        return {}
+    return {"weights_only": True}
 
 def train(cfg: DictConfig) -> Path:
     """Train one model as configured; returns its run directory."""
@@ -177,7 +187,8 @@ def train(cfg: DictConfig) -> Path:
         clear_eval_done(run_dir)  # training (more) makes an earlier evaluation stale
     try:
         # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
-        fit_or_stop(trainer, module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None)
+        fit_or_stop(trainer, module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None,
+                    **resume_load_kwargs(trainer, ckpt))
     except RuntimeError as e:
         raise loader_timeout_error(e, cfg.data) or e
     finally:  # also when the fit fails or stops: no metrics part left behind, every part so far merged

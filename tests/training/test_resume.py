@@ -146,6 +146,24 @@ def test_run_folder_names_hold_the_seed():
     assert len(folders) == 2 and all(f.endswith(f"_s{s}") for f, s in zip(sorted(folders), (0, 1)))
 
 
+def test_lightning_restores_a_resumed_state_with_weights_only():
+    # Lightning's full-state restore defaults to weights_only=False; ours asks for True where its
+    # fit takes the argument (the installed Lightning does), and a fresh start passes nothing
+    import lightning as L
+
+    from asr_pe.training.train import resume_load_kwargs
+
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    assert resume_load_kwargs(trainer, "last.ckpt") == {"weights_only": True}
+    assert resume_load_kwargs(trainer, None) == {}
+
+    class OldTrainer:  # Lightning < 2.5: fit(model, ..., ckpt_path) only
+        def fit(self, model, train_dataloaders=None, val_dataloaders=None, datamodule=None, ckpt_path=None):
+            pass
+
+    assert resume_load_kwargs(OldTrainer(), "last.ckpt") == {}
+
+
 def test_the_newest_checkpoint_is_chosen_by_its_step(tmp_path):
     """Folders written by older versions hold last.ckpt and Lightning's last-v<k>.ckpt: the resume
     point is the one with the highest stored step; an unreadable one is skipped."""
