@@ -83,6 +83,16 @@ def evaluated(run_dir: Path, test_set: str, checkpoint: bytes = b"weights", name
         ckpt.write_bytes(checkpoint)
 
 
+def work_with_manifests(tmp_path: Path, names, content: str = "") -> tuple[Path, Path, Path]:
+    """(work, manifests, runs) of a recipe's work_dir whose manifests/<name>.jsonl hold ``content``."""
+    work = tmp_path / "work"
+    md, runs = work / "manifests", work / "runs"
+    md.mkdir(parents=True)
+    for name in names:
+        (md / f"{name}.jsonl").write_text(content)
+    return work, md, runs
+
+
 @pytest.mark.parametrize("script", [LIBRI, TED])
 def test_syntax_help_and_unknown_option(script):
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
@@ -131,11 +141,7 @@ def test_tedlium_stages_0_to_2_from_an_extracted_tree(build, tmp_path):
 
 def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     python, log = fake_python
-    work = tmp_path / "work"
-    md, runs = work / "manifests", work / "runs"
-    md.mkdir(parents=True)
-    for part in ("test-clean", "test-other"):
-        (md / f"{part}.jsonl").write_text("")
+    work, md, runs = work_with_manifests(tmp_path, ("test-clean", "test-other"))
     evaluated(runs / "rope", "test-clean")  # rope: trained+evaluated
     (runs / "rope" / "eval" / "done.json").write_text('{"test_sets": ["test-clean"]}')
     # cape: killed while train.py evaluated it (a set scored, no done.json): stage 4 runs it again
@@ -186,11 +192,7 @@ def test_stage_5_with_other_settings_hands_every_set_to_evaluate_py_with_reuse(f
     is read back, any other decoded), where the checkpoint question alone would call test-clean done
     and keep the greedy numbers for a beam-search request."""
     python, log = fake_python
-    work = tmp_path / "work"
-    md, runs = work / "manifests", work / "runs"
-    md.mkdir(parents=True)
-    for name in ("test-clean", "test-clean_long"):
-        (md / f"{name}.jsonl").write_text("")
+    work, md, runs = work_with_manifests(tmp_path, ("test-clean", "test-clean_long"))
     evaluated(runs / "rope", "test-clean")
     evaluated(runs / "rope", "test-clean_long")
     out = run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
@@ -206,11 +208,8 @@ def test_stage_5_with_other_settings_hands_every_set_to_evaluate_py_with_reuse(f
 
 def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python, tmp_path):
     python, log = fake_python
-    work = tmp_path / "work"
-    md, runs = work / "manifests", work / "runs"
-    md.mkdir(parents=True)
-    for name in ("dev", "dev_talks", "test", "test_talks", "test_long"):
-        (md / f"{name}.jsonl").write_text('{"audio_filepath": "a.sph", "duration": 1.0, "text": "a"}\n')
+    work, md, runs = work_with_manifests(tmp_path, ("dev", "dev_talks", "test", "test_talks", "test_long"),
+                                         '{"audio_filepath": "a.sph", "duration": 1.0, "text": "a"}\n')
     (runs / "cape").mkdir(parents=True)
     run(TED, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "cape",
         python=python, env={"FAKE_LOG": str(log)})
@@ -228,11 +227,7 @@ def test_stage_5_evaluates_again_what_an_older_checkpoint_scored(fake_python, tm
     (train.py scored test-clean from the new checkpoint): the long-form numbers are the half-trained
     model's, and stage 5 redoes them. Results without a checkpoint record are redone too."""
     python, log = fake_python
-    work = tmp_path / "work"
-    md, runs = work / "manifests", work / "runs"
-    md.mkdir(parents=True)
-    for name in ("test-clean", "test-clean_long"):
-        (md / f"{name}.jsonl").write_text("")
+    work, md, runs = work_with_manifests(tmp_path, ("test-clean", "test-clean_long"))
     evaluated(runs / "rope", "test-clean_long", checkpoint=b"half-trained")  # best.ckpt: half-trained
     (runs / "rope" / "checkpoints" / "best.ckpt").write_bytes(b"trained")   # ... then trained further
     evaluated(runs / "rope", "test-clean", checkpoint=b"trained")
