@@ -126,6 +126,43 @@ def test_value_term_per_bucket_sum_equals_naive_formula(beyond):
     assert make_pe(value_term=False).value_term(w, q_pos, k_pos) is None
 
 
+def test_value_term_of_bf16_weights_sums_its_buckets_in_fp32():
+    # a clipped bucket collects thousands of weights of ~1/T: summed one by one in bf16 the total
+    # stalls at 0.125 for T = 4000 (the bf16 step there outgrows the weight), which is what a
+    # CUDA bf16 scatter-add's atomics do (this CPU's kernel accumulates wider, so the
+    # accumulation dtype is what is checked here, and the sums against fp64)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class ScatterDtypes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.dtypes = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if "scatter_add" in str(func):
+                self.dtypes.append(args[0].dtype)
+            return func(*args, **(kwargs or {}))
+
+    pe = make_pe(k=2, beyond="clip", value_term=True)
+    with torch.no_grad():
+        pe.value_table.zero_()
+        pe.value_table[:, 0] = 1.0                      # output column 0 = the sum of every bucket
+        pe.value_table[0, 1] = pe.value_table[4, 2] = 1.0  # columns 1, 2 = the two clipped buckets
+    Tk = 4000
+    w = torch.softmax(torch.zeros(1, 1, 1, Tk), -1).to(torch.bfloat16)
+    q_pos, k_pos = torch.tensor([Tk // 2]), torch.arange(Tk)
+    with ScatterDtypes() as mode:
+        got = pe.value_term(w, q_pos, k_pos)
+    assert got.dtype == torch.bfloat16 and mode.dtypes == [torch.float32]
+    got = got.float()[0, 0, 0]
+    per_bucket = torch.zeros(5, dtype=torch.float64)
+    for j in range(Tk):
+        per_bucket[naive_row(pe, j - Tk // 2)] += w[0, 0, 0, j].double()
+    assert got[0].item() == pytest.approx(per_bucket.sum().item(), rel=0.01)  # ~1
+    assert got[1].item() == pytest.approx(per_bucket[0].item(), rel=0.01)
+    assert got[2].item() == pytest.approx(per_bucket[4].item(), rel=0.01)
+
+
 def test_bias_depends_only_on_relative_distance():
     pe = make_pe(k=3)
     q = torch.randn(1, 4, 5, 4)

@@ -135,9 +135,14 @@ class ShawPE(AttentionPE):
         B, H, Tq, Tk = weights.shape
         n_rows = 2 * self.max_distance + 1
         idx = self._buckets(q_pos, k_pos).expand(B, H, Tq, Tk)  # (B, H, Tq, Tk)
-        per_bucket = weights.new_zeros(B, H, Tq, n_rows + (self.beyond == "zero"))
-        per_bucket.scatter_add_(-1, idx, weights)  # (B, H, Tq, 2k+1[+1])
-        per_bucket = per_bucket[..., :n_rows]  # the zero row (beyond the window) adds nothing
+        # summed in fp32 whatever the weights' dtype: a clipped bucket collects thousands of
+        # weights of ~1/T, which a bf16 sum rounds away (one by one, 4000 of 1/4000 stall at 0.125,
+        # as CUDA's bf16 scatter-add atomics add them), and those atomics into 2k+1 slots per row
+        # serialise (an H100 bf16 Shaw step took 1.4 s at T = 4000, fp32 0.24 s; docs/benchmarks.md)
+        per_bucket = torch.zeros(B, H, Tq, n_rows + (self.beyond == "zero"), dtype=torch.float32,
+                                 device=weights.device)
+        per_bucket.scatter_add_(-1, idx, weights.float())  # (B, H, Tq, 2k+1[+1])
+        per_bucket = per_bucket[..., :n_rows].to(weights.dtype)  # the zero row (beyond the window) adds nothing
         return torch.matmul(per_bucket, self.value_table.to(weights.dtype))  # (B, H, Tq, d)
 
     def extra_repr(self) -> str:
