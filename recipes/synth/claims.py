@@ -24,6 +24,7 @@ RECIPE = Path(__file__).resolve().parent
 STUDY = RECIPE / "study"
 S01 = (0, 1)
 S0_3 = (0, 1, 2, 3)
+F70L = "arms/frontend70_long"  # the 70 ms front end's 3x-budget arm
 TEST_BUCKETS = ("0-2", "2-4", "4-8", "8-16", "16-32", "32-64")
 ROPE_DECODINGS = {"plain": "", "window": "_window", "window:10": "_window10", "chunked": "_chunked",
                   "NTK": "_rope_ntk", "logit scale": "_logit_scale", "YaRN": "_rope_yarn",
@@ -609,6 +610,11 @@ CLAIMS = [
     Fact("70 ms 3x: sinusoidal best inside, worst from 8 s", "worst at every length from 8 s", _sin3x_worst_from_8s),
     Claim("70 ms 3x: CAPE like none", "CAPE's flat curve is `none`'s (local {} against {})",
           lambda d: [local(d, "cape", "2-4", "arms/frontend70_long"), local(d, "none", "2-4", "arms/frontend70_long")]),
+    Claim("70 ms 3x: sinusoidal seed 1", "Seed 1 of sinusoidal replicates its failure: {} / {} / {} % at 2-4 / 32-64 / 160 s "
+          "({}×; in context {}×, seed 0 {}×)",
+          lambda d: [cer(d, "sinusoidal", folder=F70L, seeds=(1,)), cer(d, "sinusoidal", "32-64", folder=F70L, seeds=(1,)),
+                     long_(d, "sinusoidal", folder=F70L, seeds=(1,)), ratio(d, "sinusoidal", folder=F70L, seeds=(1,)),
+                     in_ctx(d, "sinusoidal", F70L, (1,)).ratio, in_ctx(d, "sinusoidal", F70L, (0,)).ratio]),
     Claim("70 ms: relative in 1100 steps", "(relative: {} / {} % in 1100 steps)",
           lambda d: [cer(d, "relative", folder="arms/frontend70"), long_(d, "relative", folder="arms/frontend70")]),
     # Conformer
