@@ -140,9 +140,33 @@ print(p.pe, p.seed)")
   }
   export -f one_run log
   export PYTHON study_dir extra loss threads experiment
+  # A signal to run.sh (kill, timeout, a batch system's stop) must stop the runs it started: xargs
+  # and its shells die with run.sh but would leave each train.py running. On INT, TERM or HUP:
+  # SIGTERM to every process below run.sh (Lightning stops at the end of its step and saves
+  # last.ckpt, so `--stage 2` again resumes), wait for them, exit 128 + the signal's number; a
+  # second signal kills what is left. The sweep runs in the background so the wait can be
+  # interrupted (bash runs a trap only once a foreground command has ended).
+  descendants() { local c; for c in $(pgrep -P "$1"); do descendants "$c"; echo "$c"; done; }
+  running() { [ -r "/proc/$1/stat" ] && [ "$(cut -d')' -f2 "/proc/$1/stat" | cut -d' ' -f2)" != Z ]; }  # not a zombie
+  stopping=""
+  stop_runs() {  # signal name, exit status
+    local pids p
+    pids=$(descendants $$)
+    if [ -n "$stopping" ]; then kill -KILL $pids 2>/dev/null; exit "$2"; fi
+    stopping=$1
+    log "SIG$1: stopping the runs of stage 2 (pids $(echo $pids)) and exiting" >&2
+    kill -TERM $pids 2>/dev/null
+    for p in $pids; do while running "$p"; do sleep 0.2; done; done
+    exit "$2"
+  }
+  trap 'stop_runs INT 130' INT
+  trap 'stop_runs TERM 143' TERM
+  trap 'stop_runs HUP 129' HUP
   failed=0
   for seed in ${all_seeds//,/ }; do for pe in ${all_pes//,/ }; do echo "$pe $seed"; done; done \
-    | xargs -P "$jobs" -L 1 bash -c 'one_run "$0" "$1"' || failed=1
+    | xargs -P "$jobs" -L 1 bash -c 'one_run "$0" "$1"' &
+  wait $! || failed=1
+  trap - INT TERM HUP
   [ "$failed" -eq 0 ] || log "stage 2: some runs failed (see $study_dir/logs); re-run to retry them"
 fi
 

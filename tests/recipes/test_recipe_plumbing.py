@@ -20,6 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 LIBRI = REPO / "recipes" / "librispeech" / "run.sh"
 TED = REPO / "recipes" / "tedlium3" / "run.sh"
+SYNTH = REPO / "recipes" / "synth" / "run.sh"
 # the stand-in answers `python -c` (reading a config) and stage 5's provenance question for real
 ANSWER_C = (f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
             f'[ "$1 $2" = "-m asr_pe.evaluation.provenance" ] && exec {sys.executable} "$@"\n')
@@ -84,6 +85,35 @@ def test_a_signal_to_run_sh_stops_its_child_and_the_recipe(script, sig, code, tm
     assert f"SIG{sig.name[3:]}: stopping pid {child} (train.py)" in err
     # nothing after the interrupted child: not the second PE, not stage 5
     assert len(log.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
+def test_a_signal_to_the_synth_study_stops_every_run_it_started(sig, code, tmp_path):
+    """Stage 2 of recipes/synth/run.sh trains runs side by side through xargs: a signal to run.sh
+    reaches each train.py (which saves last.ckpt and stops), starts no further run, and run.sh
+    exits 128 + n only once they are gone (before: run.sh died alone, the runs trained on)."""
+    exe = tmp_path / "fake_python"
+    exe.write_text(SLEEPING_PYTHON)
+    exe.chmod(0o755)
+    log = tmp_path / "calls.log"
+    proc = subprocess.Popen(["bash", str(SYNTH), "--stage", "2", "--stop_stage", "2", "--pes", "none,rope,cape",
+                             "--seeds", "0", "--jobs", "2", "--threads", "1", "--study_dir", str(tmp_path / "study")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals,
+                            env={**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(log)})
+    deadline = time.monotonic() + 30
+    while not (log.exists() and len(log.read_text().splitlines()) == 2):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "run.sh never started its two runs"
+        time.sleep(0.05)
+    children = [int(line.split()[0]) for line in log.read_text().splitlines()]
+    assert all("train.py" in line for line in log.read_text().splitlines()) and all(map(_alive, children))
+    time.sleep(0.3)  # let the children reach their sleep (past interpreter start-up)
+    os.kill(proc.pid, sig)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == code, (out, err)
+    assert not any(map(_alive, children)), "a train.py outlived run.sh"  # gone before run.sh exited
+    assert f"SIG{sig.name[3:]}: stopping the runs of stage 2" in err
+    assert len(log.read_text().splitlines()) == 2  # the third run was not started
 
 
 def test_timeout_on_run_sh_leaves_no_train_py_behind(tmp_path):
