@@ -38,6 +38,13 @@ USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNo
                ResumeError, ResumeConflict, PreparedDataMismatch, RunInUseError, ConfigError, PositionLimitError)
 
 
+def print_error(message: str) -> None:
+    """``error: <message>`` on stderr in one write: the ranks of a DDP run stop together and share
+    one stderr, and print's separate write of the newline let two ranks' lines run into one."""
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+
+
 @contextlib.contextmanager
 def friendly_errors():
     """Print ``error: <message>`` and exit 2 for bad input (a required ``???`` setting not given
@@ -51,17 +58,17 @@ def friendly_errors():
         if os.environ.get("ASR_PE_DEBUG"):
             raise
         logging.getLogger("asr_pe").debug("user error", exc_info=True)
-        print(f"error: {e}", file=sys.stderr)
+        print_error(str(e))
         sys.exit(2)
     except MissingMandatoryValue as e:  # a required setting (``run: ???``) not given on the command line
         if os.environ.get("ASR_PE_DEBUG"):
             raise
-        print(f"error: {_command_line_error(e)}", file=sys.stderr)
+        print_error(_command_line_error(e))
         sys.exit(2)
     except TrainingStopped as e:  # stopped by a signal or diverged: not bad input, its own exit code
         if os.environ.get("ASR_PE_DEBUG"):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print_error(str(e))
         sys.exit(e.exit_code)
 
 
@@ -101,5 +108,5 @@ def run_hydra_main(main: Callable[[], object]) -> None:
         in_task = _raised_in(task_code, e.__traceback__)
         if os.environ.get("ASR_PE_DEBUG") or (in_task and not isinstance(e, MissingMandatoryValue)):
             raise
-        print(f"error: {_command_line_error(e)}", file=sys.stderr)
+        print_error(_command_line_error(e))
         sys.exit(2)
