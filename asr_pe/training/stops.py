@@ -32,6 +32,9 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from .epoch_boundaries import (EpochCountsAfterResume, as_after_last_batch, at_epoch_end, at_epoch_start,
+                               back_to_epoch_end)
+
 log = logging.getLogger(__name__)
 
 # conf/train.yaml's nonfinite: section repeats these (runs configured before it existed use them)
@@ -113,7 +116,8 @@ class NonFiniteGuard(Callback):
 
 class SaveOnSigterm(Callback):
     """On Lightning's SIGTERM stop during training, save the step reached to ``path`` (every rank
-    takes part: the stop is agreed across ranks, and saving ends in a barrier)."""
+    takes part: the stop is agreed across ranks, and saving ends in a barrier). A stop between two
+    epochs is saved in the state Lightning resumes right (`asr_pe.training.epoch_boundaries`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -127,14 +131,19 @@ class SaveOnSigterm(Callback):
         # step does not log them again
         for logger in trainer.loggers:
             logger.save()
+        if at_epoch_start(trainer.fit_loop):
+            back_to_epoch_end(trainer.fit_loop, trainer.num_training_batches)
+        if at_epoch_end(trainer.fit_loop):
+            as_after_last_batch(trainer.fit_loop)
         trainer.save_checkpoint(self.path)
         self.saved_step = int(trainer.global_step)
         log.info("SIGTERM: saved step %d to %s", self.saved_step, self.path)
 
 
 def stop_callbacks(cfg: Mapping[str, Any], last_ckpt: str | Path) -> list[Callback]:
-    """The callbacks of this module for a run config (``nonfinite:`` section) and its ``last.ckpt``."""
-    return [NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))), SaveOnSigterm(last_ckpt)]
+    """The callbacks of this module for a run config (``nonfinite:`` section) and its ``last.ckpt``, and
+    `EpochCountsAfterResume`, without which a resume after a stop at an epoch's end goes wrong later."""
+    return [NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))), SaveOnSigterm(last_ckpt), EpochCountsAfterResume()]
 
 
 def fit_or_stop(trainer, module, **fit_kwargs) -> None:

@@ -95,15 +95,117 @@ def test_resume_mid_epoch_continues_with_the_batches_of_an_uninterrupted_run(
     assert record_batches == uninterrupted
 
 
-def test_resume_at_an_epoch_boundary_starts_the_next_epoch(tiny_synth_root, tmp_path, record_batches):
-    train(_cfg(tiny_synth_root, tmp_path / "full", "trainer.max_steps=-1", "trainer.max_epochs=2",
-               "checkpoint.every_n_train_steps=1000"))
+@pytest.mark.parametrize("validation", [[], ["trainer.check_val_every_n_epoch=1"]], ids=["no-val", "val"])
+def test_resume_at_an_epoch_boundary_starts_the_next_epoch(tiny_synth_root, tmp_path, record_batches, validation):
+    """Stopped at the end of epoch 0, resumed, stopped at the end of epoch 1, resumed again: with a
+    validation at each epoch end the second resume used to train epoch 1's batch order a second
+    time (Lightning 2.6 starts the epoch after such a resume without counting it as started;
+    `EpochCountsAfterResume`)."""
+    train(_cfg(tiny_synth_root, tmp_path / "full", "trainer.max_steps=-1", "trainer.max_epochs=3",
+               "checkpoint.every_n_train_steps=1000", *validation))
     uninterrupted = list(record_batches)
     per_epoch = len(_by_epoch(uninterrupted)[0])
 
     record_batches.clear()
     run = tmp_path / "interrupted"
-    train(_cfg(tiny_synth_root, run, f"trainer.max_steps={per_epoch}", "checkpoint.every_n_train_steps=1"))
-    train(_cfg(tiny_synth_root, run, f"trainer.max_steps={2 * per_epoch}", "checkpoint.every_n_train_steps=1",
-               "resume=true"))
+    train(_cfg(tiny_synth_root, run, f"trainer.max_steps={per_epoch}", "checkpoint.every_n_train_steps=1",
+               *validation))
+    for epochs in (2, 3):
+        train(_cfg(tiny_synth_root, run, f"trainer.max_steps={epochs * per_epoch}",
+                   "checkpoint.every_n_train_steps=1", "resume=true", *validation))
     assert record_batches == uninterrupted
+    assert _train_rows(run)[0] == _train_rows(tmp_path / "full")[0] == list(range(3 * per_epoch))
+
+
+# ---------------------------------------------------------------- a SIGTERM between two epochs
+def _train_rows(run) -> tuple[list[int], list[int]]:
+    """(steps of the training rows, steps of the validation rows) of the run's metrics.csv."""
+    import csv
+
+    with open(run / "logs" / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return ([int(r["step"]) for r in rows if r.get("train/loss")],
+            [int(r["step"]) for r in rows if r.get("val/cer")])
+
+
+def _stop_then_resume(tiny_synth_root, tmp_path, record_batches, stop, validation: list[str]):
+    """An uninterrupted 3-epoch run, then one stopped by ``stop`` (a context manager that makes
+    the SIGTERM stop happen) and resumed: (uninterrupted run folder, interrupted run folder), with
+    ``record_batches`` holding the interrupted run's batches."""
+    from asr_pe.training.stops import TrainingInterrupted
+
+    full = tmp_path / "full"
+    train(_cfg(tiny_synth_root, full, "trainer.max_steps=-1", "trainer.max_epochs=3",
+               "checkpoint.every_n_train_steps=1000", *validation))
+    uninterrupted = list(record_batches)
+    per_epoch = len(_by_epoch(uninterrupted)[0])
+    record_batches.clear()
+    run = tmp_path / "interrupted"
+    with stop, pytest.raises(TrainingInterrupted, match=f"at step {per_epoch} "):
+        train(_cfg(tiny_synth_root, run, f"trainer.max_steps={3 * per_epoch}", "checkpoint.every_n_train_steps=1000",
+                   *validation))
+    assert len(record_batches) == per_epoch
+    train(_cfg(tiny_synth_root, run, f"trainer.max_steps={3 * per_epoch}", "checkpoint.every_n_train_steps=1000",
+               "resume=true", *validation))
+    assert record_batches == uninterrupted, "the resumed run did not see the batches of an uninterrupted run"
+    return full, run
+
+
+# Lightning 2.6 raises its SIGTERM stop between two epochs (FitLoop.on_advance_end) when the signal
+# comes during an epoch's last batch or its validation. Saved as the loops stood, the resumed run
+# skipped an epoch's batch order and logged every step one late (CI: a resume test lost a row).
+@pytest.mark.parametrize("validation", [[], ["trainer.check_val_every_n_epoch=1"]], ids=["no-val", "val"])
+def test_a_sigterm_at_the_end_of_an_epoch_resumes_with_the_next_epochs_batches(
+        tiny_synth_root, tmp_path, record_batches, monkeypatch, validation):
+    import contextlib
+    import os
+    import signal
+
+    def sigterm_at_the_end_of_epoch_0(self):
+        if self.current_epoch == 0:
+            os.kill(os.getpid(), signal.SIGTERM)  # a real signal, through Lightning's handler
+
+    @contextlib.contextmanager
+    def stop():
+        with monkeypatch.context() as m:
+            m.setattr(ASRModule, "on_train_epoch_end", sigterm_at_the_end_of_epoch_0, raising=False)
+            yield
+
+    full, run = _stop_then_resume(tiny_synth_root, tmp_path, record_batches, stop(), validation)
+    train_steps, val_steps = _train_rows(run)
+    assert train_steps == _train_rows(full)[0] == list(range(len(train_steps)))
+    assert val_steps == _train_rows(full)[1], "a validation was repeated or lost"
+    if validation:
+        assert len(val_steps) == 3
+
+
+# Under DDP the ranks agree on a SIGTERM at the start of each batch, so the stop can also come at the
+# first batch of an epoch, before it draws anything; emulated here (one process) by raising
+# Lightning's exception at that point of _TrainingEpochLoop.advance, as its broadcast does.
+def test_a_sigterm_before_the_first_batch_of_an_epoch_resumes_with_that_epochs_batches(
+        tiny_synth_root, tmp_path, record_batches, monkeypatch):
+    import contextlib
+
+    from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    original = _TrainingEpochLoop.advance
+    raised = []
+
+    def advance(self, data_fetcher):
+        if self.trainer.current_epoch == 1 and self.batch_progress.current.ready == 0 and not raised:
+            raised.append(self.trainer.global_step)
+            raise SIGTERMException()
+        return original(self, data_fetcher)
+
+    @contextlib.contextmanager
+    def stop():
+        with monkeypatch.context() as m:
+            m.setattr(_TrainingEpochLoop, "advance", advance)
+            yield
+
+    full, run = _stop_then_resume(tiny_synth_root, tmp_path, record_batches, stop(),
+                                  ["trainer.check_val_every_n_epoch=1"])
+    assert raised, "the emulated stop did not happen"
+    assert _train_rows(run) == _train_rows(full)
+    assert _train_rows(run)[0] == list(range(len(_train_rows(run)[0])))
