@@ -95,7 +95,9 @@ def test_resume_mid_epoch_continues_with_the_batches_of_an_uninterrupted_run(
     assert record_batches == uninterrupted
 
 
-@pytest.mark.parametrize("validation", [[], ["trainer.check_val_every_n_epoch=1"]], ids=["no-val", "val"])
+# ~20 s each: the variant without validation (which Lightning resumed right) runs with the slow tests
+@pytest.mark.parametrize("validation", [pytest.param([], marks=pytest.mark.slow, id="no-val"),
+                                        pytest.param(["trainer.check_val_every_n_epoch=1"], id="val")])
 def test_resume_at_an_epoch_boundary_starts_the_next_epoch(tiny_synth_root, tmp_path, record_batches, validation):
     """Stopped at the end of epoch 0, resumed, stopped at the end of epoch 1, resumed again: with a
     validation at each epoch end the second resume used to train epoch 1's batch order a second
@@ -154,7 +156,8 @@ def _stop_then_resume(tiny_synth_root, tmp_path, record_batches, stop, validatio
 # Lightning 2.6 raises its SIGTERM stop between two epochs (FitLoop.on_advance_end) when the signal
 # comes during an epoch's last batch or its validation. Saved as the loops stood, the resumed run
 # skipped an epoch's batch order and logged every step one late (CI: a resume test lost a row).
-@pytest.mark.parametrize("validation", [[], ["trainer.check_val_every_n_epoch=1"]], ids=["no-val", "val"])
+@pytest.mark.parametrize("validation", [pytest.param([], marks=pytest.mark.slow, id="no-val"),
+                                        pytest.param(["trainer.check_val_every_n_epoch=1"], id="val")])
 def test_a_sigterm_at_the_end_of_an_epoch_resumes_with_the_next_epochs_batches(
         tiny_synth_root, tmp_path, record_batches, monkeypatch, validation):
     import contextlib
@@ -182,6 +185,7 @@ def test_a_sigterm_at_the_end_of_an_epoch_resumes_with_the_next_epochs_batches(
 # Under DDP the ranks agree on a SIGTERM at the start of each batch, so the stop can also come at the
 # first batch of an epoch, before it draws anything; emulated here (one process) by raising
 # Lightning's exception at that point of _TrainingEpochLoop.advance, as its broadcast does.
+@pytest.mark.slow  # ~20 s
 def test_a_sigterm_before_the_first_batch_of_an_epoch_resumes_with_that_epochs_batches(
         tiny_synth_root, tmp_path, record_batches, monkeypatch):
     import contextlib
