@@ -11,8 +11,13 @@ and checked through real resumes in ``tests/integration/test_epoch_order.py``):
   Saved as they stand, the loops restore as an epoch in progress with all its batches done:
   Lightning runs it again without a batch, counts it, and trains the one after it, so the resumed
   run skipped an epoch's batch order and labelled every row one step late. `SaveOnSigterm`
-  (`asr_pe.training.stops`) saves such a stop as `as_after_last_batch` puts it: the state Lightning
+  (`asr_pe.training.stops`) saves such a stop as `as_saved_at_batch_end` puts it: the state Lightning
   itself saves at an epoch's last batch (``on_train_batch_end``).
+* **A fit ended by ``max_steps`` in the middle of an epoch**, saved as it ended (``last.ckpt`` at
+  ``on_train_end``, when the last step was not a checkpoint step). Lightning counts that epoch as
+  completed, so a run continued with a larger ``max_steps`` started the next epoch and never
+  trained the rest of this one. `LastCheckpoint` (`asr_pe.training.checkpoints`) saves it through
+  `as_saved_at_batch_end` too.
 * **The epoch after a resume from an epoch's last batch.** Lightning finishes the restored epoch's
   count but starts the next one without marking it ready and started (its restart stage is still
   "mid-epoch"), so every checkpoint of that epoch says no epoch is in progress; a resume from one of
@@ -28,7 +33,8 @@ from lightning.pytorch.callbacks import Callback
 def at_epoch_end(fit_loop) -> bool:
     """Whether the fit loop stands between two epochs: the last one counted as completed, the next
     one not started. Lightning 2.6 raises the SIGTERM stop there (``FitLoop.on_advance_end``) when
-    the signal arrives during an epoch's last batch or its validation."""
+    the signal arrives during an epoch's last batch or its validation, and a fit ended by
+    ``max_steps`` stands there too, wherever in the epoch the last step was."""
     epochs = fit_loop.epoch_progress.total
     return epochs.ready == epochs.started == epochs.processed == epochs.completed > 0
 
@@ -53,16 +59,18 @@ def back_to_epoch_end(fit_loop, batches_per_epoch: int) -> None:
     batches.is_last_batch = True
 
 
-def as_after_last_batch(fit_loop) -> None:
-    """Put the loops of a finished epoch back in the state Lightning itself saves at the epoch's last
-    batch (``on_train_batch_end``: that batch and the epoch not yet counted as completed, the logging
-    step not yet advanced), from which it resumes at the first batch of the next epoch, with or
-    without a validation at that epoch's end. (A CI failure of
+def as_saved_at_batch_end(fit_loop) -> None:
+    """Put the loops of an epoch counted as completed (all its batches run, or ``max_steps`` reached
+    in it) back in the state Lightning itself saves at the end of the batch just run
+    (``on_train_batch_end``: that batch and the epoch not yet counted as completed, the logging step
+    not yet advanced), from which it resumes at the next batch: the next epoch's first after an
+    epoch's last batch (with or without a validation at that epoch's end), else the same epoch's
+    next one. (A CI failure of
     ``test_a_killed_run_resumes_alone_and_logs_each_step_once`` was the stop saved as it stood: a
     SIGTERM at step 192, an epoch's end; the resumed run's rows started at 193.) The train loader's
     sampler goes back to that epoch too, where a next one had started: the checkpoint stores the
     sampler's epoch (`asr_pe.training.data.ResumableLoader`)."""
-    assert at_epoch_end(fit_loop), "as_after_last_batch needs a fit loop between two epochs"
+    assert at_epoch_end(fit_loop), "as_saved_at_batch_end needs an epoch counted as completed"
     for counts in (fit_loop.epoch_progress.total, fit_loop.epoch_progress.current):
         counts.processed -= 1
         counts.completed -= 1
@@ -70,7 +78,7 @@ def as_after_last_batch(fit_loop) -> None:
     for counts in (epoch_loop.batch_progress.total, epoch_loop.batch_progress.current):
         counts.completed -= 1
     epoch_loop._batches_that_stepped -= 1  # Lightning adds it back when it resumes from that state
-    finished = fit_loop.epoch_progress.current.completed  # the index of the epoch whose last batch ran
+    finished = fit_loop.epoch_progress.current.completed  # the index of the epoch of the batch just run
     for loader in fit_loop._combined_loader.flattened if fit_loop._combined_loader is not None else []:
         _set_sampler_epoch(loader, finished)  # what Lightning had set at that epoch's start
 

@@ -119,6 +119,24 @@ def test_resume_at_an_epoch_boundary_starts_the_next_epoch(tiny_synth_root, tmp_
     assert _train_rows(run)[0] == _train_rows(tmp_path / "full")[0] == list(range(3 * per_epoch))
 
 
+def test_a_run_continued_past_its_max_steps_finishes_the_epoch_it_stopped_in(tiny_synth_root, tmp_path, record_batches):
+    """max_steps in the middle of an epoch and no step checkpoint there: last.ckpt is saved as the
+    fit ends, when Lightning has counted the epoch as completed; continued with more steps, the run
+    used to start the next epoch and never train the rest of this one."""
+    train(_cfg(tiny_synth_root, tmp_path / "full", "trainer.max_steps=-1", "trainer.max_epochs=3",
+               "checkpoint.every_n_train_steps=1000"))
+    uninterrupted = list(record_batches)
+    per_epoch = len(_by_epoch(uninterrupted)[0])
+
+    record_batches.clear()
+    run = tmp_path / "continued"
+    train(_cfg(tiny_synth_root, run, f"trainer.max_steps={per_epoch + 2}", "checkpoint.every_n_train_steps=1000"))
+    train(_cfg(tiny_synth_root, run, f"trainer.max_steps={3 * per_epoch}", "checkpoint.every_n_train_steps=1000",
+               "resume=true"))
+    assert record_batches == uninterrupted
+    assert _train_rows(run)[0] == list(range(3 * per_epoch))
+
+
 # ---------------------------------------------------------------- a SIGTERM between two epochs
 def _train_rows(run) -> tuple[list[int], list[int]]:
     """(steps of the training rows, steps of the validation rows) of the run's metrics.csv."""
