@@ -252,10 +252,10 @@ def _sin3x_worst_from_8s(d):
     bad = []
     for b in ("8-16", "16-32", "32-64", LONG):
         s = "longform" if b == LONG else "test"
-        v = {pe: cer(d, pe, b, s, f, (0,)) for pe in ("none", "sinusoidal", "cape")}
+        v = {pe: cer(d, pe, b, s, f) for pe in ("none", "sinusoidal", "cape")}
         if max(v, key=v.get) != "sinusoidal":
             bad.append(f"{b}: sinusoidal not the worst")
-    v = {pe: cer(d, pe, "2-4", "test", f, (0,)) for pe in ("none", "sinusoidal", "cape")}
+    v = {pe: cer(d, pe, "2-4", "test", f) for pe in ("none", "sinusoidal", "cape")}
     return bad + ([] if min(v, key=v.get) == "sinusoidal" else ["sinusoidal not the best at 2-4 s"])
 
 
@@ -302,7 +302,7 @@ def _attend_uniformly(d):
 
 def _more_steps_help(d):
     return [f"{pe} at {b}" for pe in ("none", "sinusoidal", "cape") for b, s in (("2-4", "test"), (LONG, "longform"))
-            if cer(d, pe, b, s, "arms/frontend70_long", (0,)) >= cer(d, pe, b, s, "arms/frontend70", (0,))]
+            if cer(d, pe, b, s, "arms/frontend70_long") >= cer(d, pe, b, s, "arms/frontend70")]
 
 
 # ---------------------------------------------------------------- RESULTS.md
@@ -332,11 +332,12 @@ def _arm70_row(d, pe):
 
 
 def _arm3x_row(d, pe):
-    f, s0 = "arms/frontend70_long", (0,)
-    out = [cer(d, pe, folder=f, seeds=s0), cer(d, pe, "32-64", folder=f, seeds=s0), long_(d, pe, folder=f, seeds=s0),
-           *ratio_ci(d, pe, f, s0)]
+    f = F70L
+    c = in_ctx(d, pe, f)
+    out = [cer(d, pe, folder=f), *per_seed(d, pe, folder=f), cer(d, pe, "32-64", folder=f), long_(d, pe, folder=f),
+           *per_seed(d, pe, LONG, "longform", f), c.ratio, c.ci_low, c.ci_high]
     if pe != "none":
-        out += diff(d, pe, "none", "test", "2-4", f, s0) + diff(d, pe, "none", "longform", LONG, f, s0)
+        out += diff(d, pe, "none", "test", "2-4", f) + diff(d, pe, "none", "longform", LONG, f)
     return out + [local(d, pe, "2-4", f)]
 
 
@@ -563,15 +564,10 @@ CLAIMS = [
           lambda d: [cer(d, "relative", folder="arms/frontend70"),
                      *_minmax(cer(d, pe, folder="arms/frontend70") for pe in ("sinusoidal", "cape", "none"))]),
     Claim("70 ms 3x: answer",
-          "describes ({} → {} %, {}×); CAPE avoids it only by not learning positions at all ({} → {} %, attention "
-          "like `none`'s, {} points worse than `none` at 2-4 s)",
-          lambda d: [cer(d, "sinusoidal", folder="arms/frontend70_long", seeds=(0,)),
-                     long_(d, "sinusoidal", folder="arms/frontend70_long", seeds=(0,)),
-                     ratio(d, "sinusoidal", folder="arms/frontend70_long", seeds=(0,)),
-                     cer(d, "cape", folder="arms/frontend70_long", seeds=(0,)),
-                     long_(d, "cape", folder="arms/frontend70_long", seeds=(0,)),
-                     cer(d, "cape", folder="arms/frontend70_long", seeds=(0,))
-                     - cer(d, "none", folder="arms/frontend70_long", seeds=(0,))]),
+          "describes ({} → {} %, {}× in context); CAPE avoids it only by not learning positions at all ({} → {} %, "
+          "attention like `none`'s, no better than `none`)",
+          lambda d: [cer(d, "sinusoidal", folder=F70L), long_(d, "sinusoidal", folder=F70L),
+                     in_ctx(d, "sinusoidal", F70L).ratio, cer(d, "cape", folder=F70L), long_(d, "cape", folder=F70L)]),
     Claim("390 ms rows",
           "the 390 ms rows are the study's (relative {} / {}, `none` {} / {}, sinusoidal {} / {}, CAPE {} / {} % at "
           "2-4 s / 160 s)",
@@ -599,10 +595,12 @@ CLAIMS = [
     Claim("70 ms: local shares", "(local share {}, {}; `none` {}; as in v1, History), while relative did ({})",
           lambda d: [local(d, pe, "2-4", "arms/frontend70") for pe in ("sinusoidal", "cape", "none", "relative")]),
     Fact("70 ms 3x: more steps help", "more steps help every model", _more_steps_help),
-    Claim("70 ms 3x: none row", "| none | {} | {} | {} | {}× [{}, {}] | – | {} |", lambda d: _arm3x_row(d, "none")),
-    Claim("70 ms 3x: sinusoidal row", "| sinusoidal | **{}** | {} | {} | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
+    Claim("70 ms 3x: none row", "| none | {} ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | – | {} |",
+          lambda d: _arm3x_row(d, "none")),
+    Claim("70 ms 3x: sinusoidal row",
+          "| sinusoidal | **{}** ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
           lambda d: _arm3x_row(d, "sinusoidal")),
-    Claim("70 ms 3x: CAPE row", "| CAPE | {} | {} | {} | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
+    Claim("70 ms 3x: CAPE row", "| CAPE | {} ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
           lambda d: _arm3x_row(d, "cape")),
     Claim("70 ms 3x: sinusoidal uses position", "Sinusoidal now uses position (local share {},",
           lambda d: [local(d, "sinusoidal", "2-4", "arms/frontend70_long")]),
@@ -611,11 +609,6 @@ CLAIMS = [
     Fact("70 ms 3x: sinusoidal best inside, worst from 8 s", "worst at every length from 8 s", _sin3x_worst_from_8s),
     Claim("70 ms 3x: CAPE like none", "CAPE's flat curve is `none`'s (local {} against {})",
           lambda d: [local(d, "cape", "2-4", "arms/frontend70_long"), local(d, "none", "2-4", "arms/frontend70_long")]),
-    Claim("70 ms 3x: sinusoidal seed 1", "Seed 1 of sinusoidal replicates its failure: {} / {} / {} % at 2-4 / 32-64 / 160 s "
-          "({}×; in context {}×, seed 0 {}×)",
-          lambda d: [cer(d, "sinusoidal", folder=F70L, seeds=(1,)), cer(d, "sinusoidal", "32-64", folder=F70L, seeds=(1,)),
-                     long_(d, "sinusoidal", folder=F70L, seeds=(1,)), ratio(d, "sinusoidal", folder=F70L, seeds=(1,)),
-                     in_ctx(d, "sinusoidal", F70L, (1,)).ratio, in_ctx(d, "sinusoidal", F70L, (0,)).ratio]),
     Claim("70 ms: relative in 1100 steps", "(relative: {} / {} % in 1100 steps)",
           lambda d: [cer(d, "relative", folder="arms/frontend70"), long_(d, "relative", folder="arms/frontend70")]),
     # Conformer
@@ -689,8 +682,7 @@ CLAIMS = [
           "nor with a 70 ms front end ({} % at 2-4 s, `none` {}; with 3× the steps {}, `none` {}) | `none` {} → {} → "
           "{} %, conv {} → {} → {} %, learned {} → {} → {} %, CAPE {} → {} → {} % |",
           lambda d: [cer(d, "cape", folder="arms/frontend70"), cer(d, "none", folder="arms/frontend70"),
-                     cer(d, "cape", folder="arms/frontend70_long", seeds=(0,)),
-                     cer(d, "none", folder="arms/frontend70_long", seeds=(0,)),
+                     cer(d, "cape", folder=F70L), cer(d, "none", folder=F70L),
                      *[v for pe in ("none", "conv", "learned_wrap", "cape") for v in trio(d, pe)]]),
     Claim("recommendation: none for seq2seq",
           "hybrid attention decoding {} / {} % at 0-2 / 2-4 s against {}–{} % behind RoPE, relative, sinusoidal",
