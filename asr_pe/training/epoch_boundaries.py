@@ -2,7 +2,7 @@
 
 A resumed run must continue with the batches an uninterrupted run sees next and log each step once
 (`asr_pe.training.data.ResumableLoader`, `asr_pe.training.metrics_log`). Lightning restores its
-loops from the progress counters in the checkpoint, and two boundary cases go wrong in 2.6.6 (both
+loops from the progress counters in the checkpoint, and three boundary cases go wrong in 2.6.6 (all
 found by a kill/SIGTERM/resume stress test that compared every batch with an uninterrupted run's,
 and checked through real resumes in ``tests/integration/test_epoch_order.py``):
 
@@ -18,10 +18,11 @@ and checked through real resumes in ``tests/integration/test_epoch_order.py``):
   completed, so a run continued with a larger ``max_steps`` started the next epoch and never
   trained the rest of this one. `LastCheckpoint` (`asr_pe.training.checkpoints`) saves it through
   `as_saved_at_batch_end` too.
-* **The epoch after a resume from an epoch's last batch.** Lightning finishes the restored epoch's
-  count but starts the next one without marking it ready and started (its restart stage is still
-  "mid-epoch"), so every checkpoint of that epoch says no epoch is in progress; a resume from one of
-  them trained that epoch's batch order a second time. `EpochCountsAfterResume` marks it.
+* **The epoch after a resume from an epoch's last batch** (with a validation at epoch ends).
+  Lightning finishes the restored epoch's count but starts the next one without marking it ready
+  and started (its restart stage is still "mid-epoch"), so every checkpoint of that epoch says no
+  epoch is in progress; a resume from one of them trained that epoch's batch order a second time.
+  `EpochCountsAfterResume` marks it.
 """
 
 from __future__ import annotations
