@@ -28,7 +28,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from asr_pe.evaluation.provenance import checkpoint_step as stored_step
 from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, LAST, checkpoint_dir
 
-from .epoch_boundaries import as_saved_at_batch_end, at_epoch_end
+from .epoch_boundaries import make_resumable
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,9 @@ class LastCheckpoint(_RunCheckpoint):
         # Lightning saves here only when no checkpoint was saved at all during the fit; the final
         # weights must be on disk whatever the interval.
         if trainer.global_step > 0 and self._last_global_step_saved != trainer.global_step:
-            if at_epoch_end(trainer.fit_loop):
-                # as it ended, the fit counts its last epoch as completed even when max_steps stopped
-                # it midway: saved so, a run continued with more steps would skip that epoch's rest
-                as_saved_at_batch_end(trainer.fit_loop)
+            # as it ended, the fit counts its last epoch as completed even when max_steps stopped it
+            # midway: saved so, a run continued with more steps would skip that epoch's rest
+            make_resumable(trainer)
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def state_dict(self) -> dict[str, Any]:

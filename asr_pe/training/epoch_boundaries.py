@@ -84,6 +84,16 @@ def as_saved_at_batch_end(fit_loop) -> None:
         _set_sampler_epoch(loader, finished)  # what Lightning had set at that epoch's start
 
 
+def make_resumable(trainer) -> None:
+    """Before saving a checkpoint outside a training batch (a SIGTERM stop, the end of the fit): put
+    the loops where they stand at an epoch boundary in the state Lightning resumes right; a no-op
+    inside an epoch."""
+    if at_epoch_start(trainer.fit_loop):
+        back_to_epoch_end(trainer.fit_loop, trainer.num_training_batches)
+    if at_epoch_end(trainer.fit_loop):
+        as_saved_at_batch_end(trainer.fit_loop)
+
+
 class EpochCountsAfterResume(Callback):
     """Marks the epoch being trained as ready and started when Lightning has not (the second case of
     the module docstring): at a training batch no epoch can be without a start. A no-op otherwise."""

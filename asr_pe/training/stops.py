@@ -32,8 +32,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from .epoch_boundaries import (EpochCountsAfterResume, as_saved_at_batch_end, at_epoch_end, at_epoch_start,
-                               back_to_epoch_end)
+from .epoch_boundaries import EpochCountsAfterResume, make_resumable
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +130,7 @@ class SaveOnSigterm(Callback):
         # step does not log them again
         for logger in trainer.loggers:
             logger.save()
-        if at_epoch_start(trainer.fit_loop):
-            back_to_epoch_end(trainer.fit_loop, trainer.num_training_batches)
-        if at_epoch_end(trainer.fit_loop):
-            as_saved_at_batch_end(trainer.fit_loop)
+        make_resumable(trainer)
         trainer.save_checkpoint(self.path)
         self.saved_step = int(trainer.global_step)
         log.info("SIGTERM: saved step %d to %s", self.saved_step, self.path)
