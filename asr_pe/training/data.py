@@ -26,6 +26,8 @@ from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.data.tokenizer import Tokenizer, build_tokenizer, load_tokenizer
 from asr_pe.run_folder import CMVN, TOKENIZER
 
+from .loader_deadline import DeadlineLoader
+
 log = logging.getLogger(__name__)
 
 DEFAULT_LOADER_TIMEOUT_S = 600.0  # data.loader_timeout_s when a config predates the key
@@ -177,7 +179,7 @@ def loader_timeout_error(error: BaseException, data_cfg: DictConfig) -> LoaderTi
         f"with resume=true. Try data.num_workers=0, more shared memory, or a larger data.loader_timeout_s")
 
 
-class ResumableLoader(torch.utils.data.DataLoader):
+class ResumableLoader(DeadlineLoader):
     """A DataLoader over a `DurationBucketSampler` that checkpoints where the epoch stands.
 
     Lightning saves ``state_dict()`` of the train loader in every checkpoint and calls
@@ -238,7 +240,8 @@ class ASRDataModule(L.LightningDataModule):
     def _timeout(self) -> dict[str, float]:
         """``timeout=`` for a loader with workers: a worker that cannot deliver (e.g. it cannot
         write its shared memory) would otherwise leave training waiting at its step forever,
-        deaf to SIGTERM (Lightning acts on it between batches). PyTorch allows it only with workers."""
+        deaf to SIGTERM (Lightning acts on it between batches). PyTorch allows it only with workers;
+        `DeadlineLoader` extends it to the transfer of the batch's tensors."""
         if int(self.cfg.num_workers) <= 0:
             return {}
         return {"timeout": float(self.cfg.get("loader_timeout_s", DEFAULT_LOADER_TIMEOUT_S))}
@@ -256,7 +259,7 @@ class ASRDataModule(L.LightningDataModule):
     def val_dataloader(self):
         if self.dev_set is None:
             return []
-        return torch.utils.data.DataLoader(
+        return DeadlineLoader(
             self.dev_set, batch_sampler=self._sampler(self.dev_set, shuffle=False), collate_fn=collate,
             num_workers=self.cfg.num_workers, persistent_workers=self.cfg.num_workers > 0, **self._timeout(),
         )

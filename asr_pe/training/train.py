@@ -35,6 +35,7 @@ from .checkpoints import remove_partial_writes, run_checkpoints
 from .config_checks import check_train_config
 from .data import ASRDataModule, loader_timeout_error, prepare_run_data, resolve_manifests
 from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
+from .loader_deadline import end_loader_workers
 from .logs import conventional_logging
 from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed
@@ -190,7 +191,11 @@ def train(cfg: DictConfig) -> Path:
         fit_or_stop(trainer, module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None,
                     **resume_load_kwargs(trainer, ckpt))
     except RuntimeError as e:
-        raise loader_timeout_error(e, cfg.data) or e
+        timeout = loader_timeout_error(e, cfg.data)
+        if timeout is None:
+            raise
+        end_loader_workers()  # a stuck worker would hang the exit (multiprocessing joins its children)
+        raise timeout from e
     finally:  # also when the fit fails or stops: no metrics part left behind, every part so far merged
         if trainer.is_global_zero:
             merge_metrics(run_dir)
