@@ -38,10 +38,12 @@ def deadline(seconds: float):
 
     A blocking system call (a socket read) is interrupted by the signal and Python raises the
     handler's exception from it (PEP 475 retries it only when the handler returns). Outside the
-    main thread (signals reach only it) or without ``setitimer`` this does nothing: PyTorch's own
-    timeout is then the only one.
+    main thread (signals reach only it), without ``setitimer``, or while another timer of the
+    process runs (e.g. pytest-timeout's; it is left alone) this does nothing: PyTorch's own timeout
+    is then the only one.
     """
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    if (seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer")
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
         yield
         return
 

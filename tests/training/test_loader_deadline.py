@@ -33,6 +33,22 @@ def test_a_block_that_ends_in_time_leaves_no_timer_behind():
     time.sleep(0.05)  # nothing fires later
 
 
+def test_a_timer_of_someone_else_is_left_alone():
+    """E.g. pytest-timeout's signal method: its alarm keeps its time and its handler."""
+    fired = []
+    before = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.4)
+        with deadline(0.05):
+            time.sleep(0.2)  # no BatchDeadlineExceeded
+        assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] < 0.4
+        time.sleep(0.5)
+        assert fired == [1]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
 def test_outside_the_main_thread_the_deadline_does_nothing():
     """Signals reach only the main thread; there PyTorch's own timeout is the only one."""
     seen = []
