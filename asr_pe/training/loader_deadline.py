@@ -76,6 +76,8 @@ class _DeadlineIterator:
         return len(self._iterator)
 
     def __getattr__(self, name: str):  # what else a caller reads of PyTorch's iterator
+        if name == "_iterator":  # not set yet (copy, unpickling): no endless recursion
+            raise AttributeError(name)
         return getattr(self._iterator, name)
 
 
