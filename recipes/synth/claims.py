@@ -27,6 +27,8 @@ S0_4 = (0, 1, 2, 3, 4)
 # the seeds of the long-form study archived per PE (study/runs: 0, 1; study/seeds: 2 onwards)
 SEEDS = {"rope": S0_4, "none": S0_4, "relative": S0_4, "sinusoidal": S0_4, "cape": S0_4}
 F70L = "arms/frontend70_long"  # the 70 ms front end's 3x-budget arm
+# the seeds a folder's shorthands use when none are named (every other folder: S01)
+FOLDER_SEEDS = {F70L: S01}
 TEST_BUCKETS = ("0-2", "2-4", "4-8", "8-16", "16-32", "32-64")
 ROPE_DECODINGS = {"plain": "", "window": "_window", "window:10": "_window10", "chunked": "_chunked",
                   "NTK": "_rope_ntk", "logit scale": "_logit_scale", "YaRN": "_rope_yarn",
@@ -39,21 +41,24 @@ def study_data(n_boot: int = 1000) -> StudyData:
 
 # ---------------------------------------------------------------- shorthands over the archive
 
-def runs(d, pe, folder="runs", seeds=S01, head="ctc"):
-    """Run paths; ``folder`` "seeds": the later seeds, archived in study/seeds/, with 0 and 1 from study/runs/."""
+def runs(d, pe, folder="runs", seeds=None, head="ctc"):
+    """Run paths; ``folder`` "seeds": the later seeds, archived in study/seeds/, with 0 and 1 from study/runs/;
+    ``seeds`` None: the folder's own (`FOLDER_SEEDS`)."""
+    if seeds is None:
+        seeds = FOLDER_SEEDS.get(folder, S01)
     if folder == "seeds":
         return tuple(d.paths("runs" if s in S01 else "seeds", pe, (s,), head)[0] for s in seeds)
     return d.paths(folder, pe, seeds, head)
 
 
-def cer(d, pe, bucket="2-4", set_name="test", folder="runs", seeds=S01, head="ctc", metric="cer"):
+def cer(d, pe, bucket="2-4", set_name="test", folder="runs", seeds=None, head="ctc", metric="cer"):
     """Seed mean; ``bucket`` LONG (the default of the long-form sets) for the 160 s recordings."""
     if set_name.startswith("longform"):
         bucket = LONG
     return d.value(runs(d, pe, folder, seeds, head), set_name, bucket, metric)
 
 
-def per_seed(d, pe, bucket="2-4", set_name="test", folder="runs", seeds=S01, head="ctc"):
+def per_seed(d, pe, bucket="2-4", set_name="test", folder="runs", seeds=None, head="ctc"):
     if set_name.startswith("longform"):
         bucket = LONG
     return d.per_seed(runs(d, pe, folder, seeds, head), set_name, bucket)
@@ -74,11 +79,11 @@ def ratio(d, pe, suffix="", **kw):
     return long_(d, pe, suffix, **kw) / cer(d, pe, "2-4", "test" + suffix, **kw)
 
 
-def ratio_ci(d, pe, folder="runs", seeds=S01):
+def ratio_ci(d, pe, folder="runs", seeds=None):
     return list(d.ratio_ci(runs(d, pe, folder, seeds)))
 
 
-def in_ctx(d, pe, folder="runs", seeds=S01):
+def in_ctx(d, pe, folder="runs", seeds=None):
     return d.in_context(runs(d, pe, folder, seeds)).pooled
 
 
@@ -94,7 +99,7 @@ def local(d, pe, bucket, folder="runs", seed=0):
     return d.attention(runs(d, pe, folder, (seed,))[0], bucket)
 
 
-def diff(d, pe, other, set_name, bucket=LONG, folder="runs", seeds=S01):
+def diff(d, pe, other, set_name, bucket=LONG, folder="runs", seeds=None):
     return list(d.difference(runs(d, pe, folder, seeds), runs(d, other, folder, seeds), set_name, bucket))
 
 
