@@ -28,7 +28,7 @@ S0_4 = (0, 1, 2, 3, 4)
 SEEDS = {"rope": S0_4, "none": S0_4, "relative": S0_4, "sinusoidal": S0_4, "cape": S0_4}
 F70L = "arms/frontend70_long"  # the 70 ms front end's 3x-budget arm
 # the seeds a folder's shorthands use when none are named (every other folder: S01)
-FOLDER_SEEDS = {F70L: S01}
+FOLDER_SEEDS = {F70L: (0, 1, 2)}
 TEST_BUCKETS = ("0-2", "2-4", "4-8", "8-16", "16-32", "32-64")
 ROPE_DECODINGS = {"plain": "", "window": "_window", "window:10": "_window10", "chunked": "_chunked",
                   "NTK": "_rope_ntk", "logit scale": "_logit_scale", "YaRN": "_rope_yarn",
@@ -600,12 +600,12 @@ CLAIMS = [
     Claim("70 ms: local shares", "(local share {}, {}; `none` {}; as in v1, History), while relative did ({})",
           lambda d: [local(d, pe, "2-4", "arms/frontend70") for pe in ("sinusoidal", "cape", "none", "relative")]),
     Fact("70 ms 3x: more steps help", "more steps help every model", _more_steps_help),
-    Claim("70 ms 3x: none row", "| none | {} ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | – | {} |",
+    Claim("70 ms 3x: none row", "| none | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | – | {} |",
           lambda d: _arm3x_row(d, "none")),
     Claim("70 ms 3x: sinusoidal row",
-          "| sinusoidal | **{}** ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
+          "| sinusoidal | **{}** ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
           lambda d: _arm3x_row(d, "sinusoidal")),
-    Claim("70 ms 3x: CAPE row", "| CAPE | {} ({}, {}) | {} | {} ({}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
+    Claim("70 ms 3x: CAPE row", "| CAPE | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
           lambda d: _arm3x_row(d, "cape")),
     Claim("70 ms 3x: sinusoidal uses position", "Sinusoidal now uses position (local share {},",
           lambda d: [local(d, "sinusoidal", "2-4", "arms/frontend70_long")]),
@@ -614,6 +614,13 @@ CLAIMS = [
     Fact("70 ms 3x: sinusoidal best inside, worst from 8 s", "worst at every length from 8 s", _sin3x_worst_from_8s),
     Claim("70 ms 3x: CAPE like none", "CAPE's flat curve is `none`'s (local {} against {})",
           lambda d: [local(d, "cape", "2-4", "arms/frontend70_long"), local(d, "none", "2-4", "arms/frontend70_long")]),
+    Claim("70 ms 3x: CAPE - none per seed", "seed at 2-4 s: {} [{}, {}], {} [{}, {}], {} [{}, {}])",
+          lambda d: [v for s in FOLDER_SEEDS[F70L] for v in diff(d, "cape", "none", "test", "2-4", F70L, seeds=(s,))]),
+    Claim("70 ms 3x: seeds agree",
+          "Seeds agree (in context at 160 s, seeds 0, 1, 2: sinusoidal {}, {}, {}×; `none` {}, {}, {}×; CAPE "
+          "{}, {}, {}×)",
+          lambda d: [in_ctx(d, pe, F70L, seeds=(s,)).ratio for pe in ("sinusoidal", "none", "cape")
+                     for s in FOLDER_SEEDS[F70L]]),
     Claim("70 ms: relative in 1100 steps", "(relative: {} / {} % in 1100 steps)",
           lambda d: [cer(d, "relative", folder="arms/frontend70"), long_(d, "relative", folder="arms/frontend70")]),
     # Conformer
