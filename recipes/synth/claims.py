@@ -562,6 +562,17 @@ CLAIMS = [
     Claim("CAPE: positions of the long recordings", "while the 160 s recordings reach ±{} s",
           lambda d: [max(r.duration for r in in_ctx(d, "cape").rows) / 2]),
     Claim("none like CAPE", "like `none` ({} → {} → {} %): in this regime", lambda d: trio(d, "none")),
+    Claim("fine-tune control",
+          "YaRN give {} and {} % at 160 s (seeds 2, 3), no better than the plain fine-tune ({} %); the window on the model "
+          "as trained stays best ({} %;",
+          lambda d: [long_(d, run, suffix, folder="finetune", seeds=(2, 3)) for run, suffix in
+                     (("rope_pi_finetune300", ""), ("rope_yarn_finetune300", ""), ("rope_finetune300", ""),
+                      ("source_rope", "_window5"))]),
+    Claim("fine-tune control: yardstick",
+          "against RoPE trained from scratch on ≤ 40 s inputs (seed 2: {} %, {}×; {} % at 2-4 s)",
+          lambda d: [long_(d, "rope_yardstick40", folder="finetune", seeds=(2,)),
+                     d.in_context(runs(d, "rope_yardstick40", "finetune", (2,))).pooled.ratio,
+                     cer(d, "rope_yardstick40", folder="finetune", seeds=(2,))]),
     # 70 ms front end
     Claim("70 ms: answer",
           "only the relative PE makes attention carry it within the study's budget ({} % at 2-4 s; sinusoidal, CAPE "
