@@ -26,11 +26,10 @@ from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.data.tokenizer import Tokenizer, build_tokenizer, load_tokenizer
 from asr_pe.run_folder import CMVN, TOKENIZER
 
-from .loader_deadline import DeadlineLoader
+from .loader_deadline import DEFAULT_LOADER_TIMEOUT_S, DeadlineLoader
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LOADER_TIMEOUT_S = 600.0  # data.loader_timeout_s when a config predates the key
 
 
 def _as_list(x: Any) -> list[str]:
@@ -162,21 +161,6 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
         report["train_inputs"] = len(groups)
         report["train_max_duration"] = max(sum(train[i].duration for i in g) for g in groups)
     return RunData(manifests, train, dev, tokenizer, features, cmvn, report)
-
-
-class LoaderTimeoutError(RuntimeError):
-    """A DataLoader worker delivered no batch within ``data.loader_timeout_s``."""
-
-
-def loader_timeout_error(error: BaseException, data_cfg: DictConfig) -> LoaderTimeoutError | None:
-    """PyTorch's "DataLoader timed out" as an error that says what happened and what to try."""
-    if "DataLoader timed out" not in str(error):
-        return None
-    return LoaderTimeoutError(
-        f"{error}: a loader worker delivered no batch within data.loader_timeout_s="
-        f"{data_cfg.get('loader_timeout_s', DEFAULT_LOADER_TIMEOUT_S)} (a worker that cannot write its shared "
-        f"memory, e.g. a full /dev/shm, or one stuck reading audio); the run resumes from its last checkpoint "
-        f"with resume=true. Try data.num_workers=0, more shared memory, or a larger data.loader_timeout_s")
 
 
 class ResumableLoader(DeadlineLoader):

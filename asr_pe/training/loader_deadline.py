@@ -12,7 +12,8 @@ SIGSTOP in the tests) therefore left training waiting inside ``next()`` forever,
 main thread, so the whole hand-over of a batch (message and tensors) has the deadline, and the error
 is PyTorch's own ("DataLoader timed out after T seconds"), whichever of the two clocks runs out
 first. ``end_loader_workers`` then kills the workers that did not end: multiprocessing joins every
-child at exit, which would otherwise hang on the stuck one.
+child at exit, which would otherwise hang on the stuck one, and ``loader_timeout_error`` turns the
+error into one that says what happened and what to try.
 """
 from __future__ import annotations
 
@@ -24,8 +25,11 @@ import threading
 from collections.abc import Iterator
 
 import torch
+from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
+
+DEFAULT_LOADER_TIMEOUT_S = 600.0  # data.loader_timeout_s when a config predates the key
 
 
 class BatchDeadlineExceeded(RuntimeError):
@@ -104,3 +108,18 @@ def end_loader_workers() -> int:
     for p in stuck:
         p.join(timeout=10)
     return len(stuck)
+
+
+class LoaderTimeoutError(RuntimeError):
+    """A DataLoader worker handed over no batch within ``data.loader_timeout_s``."""
+
+
+def loader_timeout_error(error: BaseException, data_cfg: DictConfig) -> LoaderTimeoutError | None:
+    """PyTorch's "DataLoader timed out" as an error that says what happened and what to try."""
+    if "DataLoader timed out" not in str(error):
+        return None
+    return LoaderTimeoutError(
+        f"{error}: a loader worker delivered no batch within data.loader_timeout_s="
+        f"{data_cfg.get('loader_timeout_s', DEFAULT_LOADER_TIMEOUT_S)} (a worker that cannot write its shared "
+        f"memory, e.g. a full /dev/shm, or one stuck reading audio); the run resumes from its last checkpoint "
+        f"with resume=true. Try data.num_workers=0, more shared memory, or a larger data.loader_timeout_s")

@@ -33,9 +33,9 @@ from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwarg
 from .checkpoint_io import RunFolderCheckpointIO
 from .checkpoints import remove_partial_writes, run_checkpoints
 from .config_checks import check_train_config
-from .data import ASRDataModule, loader_timeout_error, prepare_run_data, resolve_manifests
+from .data import ASRDataModule, prepare_run_data, resolve_manifests
 from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
-from .loader_deadline import end_loader_workers
+from .loader_deadline import end_loader_workers, loader_timeout_error
 from .logs import conventional_logging
 from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed

@@ -571,7 +571,7 @@ CLAIMS = [
     Claim("fine-tune control: yardstick",
           "against RoPE trained from scratch on ≤ 40 s inputs (seed 2: {} %, {}×; {} % at 2-4 s)",
           lambda d: [long_(d, "rope_yardstick40", folder="finetune", seeds=(2,)),
-                     d.in_context(runs(d, "rope_yardstick40", "finetune", (2,))).pooled.ratio,
+                     in_ctx(d, "rope_yardstick40", "finetune", (2,)).ratio,
                      cer(d, "rope_yardstick40", folder="finetune", seeds=(2,))]),
     # 70 ms front end
     Claim("70 ms: answer",
