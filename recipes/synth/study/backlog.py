@@ -1,0 +1,195 @@
+"""Helpers of the ladder backlog lane (`backlog.sh`): input checks, the reproduction check of a
+retrained run, the archive view of a run's ladder decodings, its dev-choice report.
+
+    python recipes/synth/study/backlog.py check-inputs --ladder DIR --corpus DIR
+    python recipes/synth/study/backlog.py reproduce RUN --study recipes/synth/study/seeds [--out FILE]
+    python recipes/synth/study/backlog.py stage RUN OUT          # OUT/<run>/: what the archive keeps
+    python recipes/synth/study/backlog.py reports RUN DEST       # DEST/<run>.md, DEST/<run>.choice.json
+    python recipes/synth/study/backlog.py archived DEST RUN      # exit 0 when DEST holds RUN's archive
+    python recipes/synth/study/backlog.py summary DEST RUN       # one line: the choice and test CERs
+
+Every comparison is exact (bytes or parsed JSON); a difference is printed and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+LADDER_STUDY = REPO / "recipes" / "synth" / "study" / "ladder"
+COMPOSITION = LADDER_STUDY / "ladder_composition.jsonl.xz"
+PARTS = REPO / "recipes" / "synth" / "study" / "longform" / "parts.json"
+LADDER_HASH = "3b1c23b1774d"     # ladder/README.md: the cache folder the study's ladder was built in
+CORPUS_HASH = "21b0b5c080e1"     # the study corpus (7500 training utterances) the archived runs name
+
+
+def check_inputs(ladder: Path, corpus: Path) -> int:
+    """The built ladder and corpus are the ones the archive was made from: the folder hashes, the
+    ladder's composition byte for byte, the 160 s long-form set's parts exactly."""
+    from asr_pe.data.synth.ladder import write_composition
+    bad = []
+    if ladder.name != LADDER_HASH:
+        bad.append(f"ladder folder {ladder.name} != {LADDER_HASH}")
+    if corpus.name != CORPUS_HASH:
+        bad.append(f"corpus folder {corpus.name} != {CORPUS_HASH}")
+    with tempfile.TemporaryDirectory() as tmp:
+        built = write_composition(ladder, Path(tmp) / "composition.jsonl.xz")
+        a, b = lzma.decompress(built.read_bytes()), lzma.decompress(COMPOSITION.read_bytes())
+        if a != b:
+            bad.append(f"composition of {ladder} differs from {COMPOSITION}")
+        else:
+            print(f"ladder {ladder}: composition identical to {COMPOSITION.relative_to(REPO)} "
+                  f"({len(a.splitlines())} rows)")
+    manifests = sorted(corpus.glob("longform_*/longform.jsonl"))
+    if not manifests:
+        bad.append(f"{corpus}: no longform_*/longform.jsonl")
+    else:
+        rows = [json.loads(line) for m in manifests for line in m.read_text().splitlines() if line.strip()]
+        built_parts = {r["id"]: r["parts"] for r in rows if "parts" in r}
+        archived = json.loads(PARTS.read_text())
+        if built_parts != archived:
+            bad.append(f"long-form parts of {corpus} differ from {PARTS}")
+        else:
+            print(f"corpus {corpus}: long-form parts identical to {PARTS.relative_to(REPO)} "
+                  f"({len(archived)} recordings)")
+    for b in bad:
+        print(f"MISMATCH: {b}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def reproduce(run: Path, study: Path) -> dict:
+    """Compare a retrained run's test and long-form decodings with the archived run of the same
+    name in ``study``: per utterance hypothesis and errors, and the best checkpoint's step."""
+    from asr_pe.results_table import read_table, render_run, table_of
+    rows = read_table(table_of(study))
+    if run.name not in rows:
+        return {"run": run.name, "study": str(study), "reproduced": False, "why": "not in the archive"}
+    rendered = render_run(rows[run.name])
+    out: dict = {"run": run.name, "study": str(study.relative_to(REPO)) if study.is_absolute() else str(study)}
+    same = True
+    for s in ("test", "longform"):
+        rel = f"eval/{s}/per_utt.jsonl"
+        if rel not in rendered or not (run / rel).is_file():
+            out[s] = "missing"
+            same = False
+            continue
+        old = [json.loads(x) for x in rendered[rel].splitlines() if x.strip()]
+        new = [json.loads(x) for x in (run / rel).read_text().splitlines() if x.strip()]
+        keys = ("id", "hyp", "char_errors", "errors")
+        diff = sum(1 for a, b in zip(old, new) if any(a.get(k) != b.get(k) for k in keys)) + abs(len(old) - len(new))
+        out[s] = {"utterances": len(new), "differing": diff,
+                  "char_errors": [sum(r["char_errors"] for r in old), sum(r["char_errors"] for r in new)]}
+        same &= diff == 0
+        meta_old = json.loads(rendered[f"eval/{s}/buckets.meta.json"])["checkpoint"]
+        meta_new = json.loads((run / f"eval/{s}/buckets.meta.json").read_text())["checkpoint"]
+        out[f"{s}_best_step"] = [meta_old.get("global_step"), meta_new.get("global_step")]
+        same &= meta_old.get("global_step") == meta_new.get("global_step")
+    out["reproduced"] = bool(same)
+    return out
+
+
+def stage(run: Path, out: Path) -> Path:
+    """``out/<run>/``: run_info.json, config.yaml and the ladder sets' results (eval/ladder_*),
+    the dev pool's sets and every set not decoded on test without their per-utterance scores (as
+    ladder/README.md archives them); the report (eval/ladder/) is archived by `reports`."""
+    dest = out / run.name
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in ("run_info.json", "config.yaml"):
+        shutil.copy2(run / name, dest / name)
+    for d in sorted((run / "eval").glob("ladder_*")):
+        if not d.is_dir():
+            continue
+        (dest / "eval" / d.name).mkdir(parents=True)
+        for f in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl"):
+            if not (d / f).is_file():
+                continue
+            if f == "per_utt.jsonl" and not d.name.startswith("ladder_test_"):
+                continue
+            shutil.copy2(d / f, dest / "eval" / d.name / f)
+    return dest
+
+
+def reports(run: Path, dest: Path) -> None:
+    """The run's ladder report and choice as ``dest/<run>.md`` / ``.choice.json``, the paths in the
+    choice written as the study's (runs/synth_study/<run>, ~/.cache/...), not this machine's."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(run / "eval" / "ladder" / "report.md", dest / f"{run.name}.md")
+    choice = json.loads((run / "eval" / "ladder" / "choice.json").read_text())
+    choice["run"] = f"runs/synth_study/{run.name}"
+    choice["ladder"] = f"~/.cache/asr_pe/synth_ladder/{Path(choice['ladder']).name}"
+    (dest / f"{run.name}.choice.json").write_text(json.dumps(choice, indent=1) + "\n")
+
+
+def archived(dest: Path, run: str) -> bool:
+    from asr_pe.results_table import runs_in
+    table = dest / "results.jsonl.xz"
+    return (table.is_file() and run in runs_in(dest)
+            and (dest / "reports" / f"{run}.choice.json").is_file() and (dest / "reports" / f"{run}.md").is_file())
+
+
+def summary(dest: Path, run: str) -> str:
+    c = json.loads((dest / "reports" / f"{run}.choice.json").read_text())
+    dev = ", ".join(f"{k} {v:.2f}" for k, v in c["dev_rates"].items())
+    return (f"{run}: dev (no-gap, every rung) {dev}; chosen {c['chosen']}; test {c['test_rate_chosen']:.2f} % "
+            f"against plain {c['test_rate_plain']:.2f} %")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python recipes/synth/study/backlog.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("check-inputs")
+    a.add_argument("--ladder", type=Path, required=True)
+    a.add_argument("--corpus", type=Path, required=True)
+    a = sub.add_parser("reproduce")
+    a.add_argument("run", type=Path)
+    a.add_argument("--study", type=Path, required=True)
+    a.add_argument("--out", type=Path, default=None, help="append the result as a JSON line")
+    a = sub.add_parser("stage")
+    a.add_argument("run", type=Path)
+    a.add_argument("out", type=Path)
+    a = sub.add_parser("reports")
+    a.add_argument("run", type=Path)
+    a.add_argument("dest", type=Path)
+    a = sub.add_parser("archived")
+    a.add_argument("dest", type=Path)
+    a.add_argument("run")
+    a = sub.add_parser("summary")
+    a.add_argument("dest", type=Path)
+    a.add_argument("run")
+    args = p.parse_args(argv)
+    if args.cmd == "check-inputs":
+        return check_inputs(args.ladder, args.corpus)
+    if args.cmd == "reproduce":
+        r = reproduce(args.run, args.study)
+        line = json.dumps(r)
+        print(line)
+        if args.out:
+            kept = [x for x in (args.out.read_text().splitlines() if args.out.is_file() else [])
+                    if x.strip() and json.loads(x).get("run") != r["run"]]
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text("".join(x + "\n" for x in sorted(kept + [line])))
+        return 0
+    if args.cmd == "stage":
+        print(stage(args.run, args.out))
+        return 0
+    if args.cmd == "reports":
+        reports(args.run, args.dest)
+        return 0
+    if args.cmd == "archived":
+        return 0 if archived(args.dest, args.run) else 1
+    if args.cmd == "summary":
+        print(summary(args.dest, args.run))
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The ladder backlog of issue 48 (points 5 and 6), staged and resumable (icefall style), one run
+# per process, each run archived and committed as it finishes:
+#   stage 0: the study corpus (7500 training utterances, 160 s long-form set) and the length
+#            ladder, built in the cache, then checked against the archive: folder hashes
+#            (corpus 21b0b5c080e1, ladder 3b1c23b1774d), the ladder's composition byte for byte
+#            (study/ladder/ladder_composition.jsonl.xz), the long-form parts (study/longform/parts.json)
+#   stage 1: point 5, seed 4 of none, sinusoidal, rope, relative, cape on the ladder, each offered
+#            what seeds 2 and 3 were offered on the dev ladder (window:2.5; sinusoidal also window:5)
+#            -> study/ladder/seed4/
+#   stage 2: point 6, the seven PEs never on the ladder (shaw, t5, alibi, rem, conv, learned_wrap,
+#            sinusoidal_sqrtd), seeds 0 and 1 (seed-major), each offered window:2.5, window:5,
+#            window:10, logit_scale and chunked:20:4 on the dev ladder -> study/ladder/more_pes/
+# Per run (<pe>_ctc_s<seed>): skipped when <commit_repo>/<dest> already archives it (results.jsonl.xz
+# and reports/<run>.{md,choice.json}); else
+#   1. train it again, deterministically (train.py -m experiment=synth_study pe=<pe> seed=<seed>, the
+#      archived run's config, 1 thread: the thread count the archived runs were trained with); no
+#      checkpoint is kept between sessions, so a run interrupted by the end of a session restarts;
+#   2. compare its test and long-form decodings with the archived run of the same name (study/seeds/
+#      for seed 4, study/runs/ for seeds 0, 1): per utterance, and the best checkpoint's step; the
+#      result is a line of <dest>/retrained.jsonl ("reproduced": true when every hypothesis matches);
+#   3. scripts/evaluate_ladder.py with the candidates above (choice on the dev pool, test once);
+#   4. archive: python -m asr_pe.results_table add <dest> <run view> --remedy-utts (the ladder sets,
+#      per-utterance scores for the test pool only, as study/ladder/ keeps them), the report and the
+#      choice as <dest>/reports/<run>.{md,choice.json};
+#   5. copy those files into --commit_repo (default: this checkout) and commit only them there.
+# The new runs go to their own folders (seed4/, more_pes/) so that the committed tables of
+# study/ladder/ (seeds 2, 3), which RESULTS.md and the READMEs quote, stay what they quote until a
+# folder is complete.
+#
+# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 2] [--work_dir DIR] [--commit_repo DIR]
+#                                      [--threads 1] [--nice 10]
+#   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
+#   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
+# Cost (2 shared CPU cores, 1 thread): training 15-20 min, the plain ladder ~25 min, each dev
+# candidate ~8 min, the chosen setting on test ~10 min: ~1 h per run in stage 1, ~1.5 h in stage 2.
+set -euo pipefail
+# One { ... } block, read whole before it runs: editing this file mid-run cannot change the running copy.
+{
+stage=0
+stop_stage=2
+work_dir=$HOME/asr_pe_backlog
+commit_repo=""
+threads=1
+niceness=10
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage=$2; shift 2 ;;
+    --stop_stage|--stop-stage) stop_stage=$2; shift 2 ;;
+    --work_dir|--work-dir) work_dir=$2; shift 2 ;;
+    --commit_repo|--commit-repo) commit_repo=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --nice) niceness=$2; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    *) echo "error: unknown option $1; see $0 --help" >&2; exit 2 ;;
+  esac
+done
+
+repo=$(cd "$(dirname "$0")/../../.." && pwd)
+cd "$repo"
+source "$repo/recipes/python.sh"   # $PYTHON, and this checkout first on PYTHONPATH
+commit_repo=$(cd "${commit_repo:-$repo}" && pwd)
+mkdir -p "$work_dir/logs" "$work_dir/runs" "$work_dir/archive"
+work_dir=$(cd "$work_dir" && pwd)
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+run_py() { nice -n "$niceness" "$PYTHON" "$@"; }
+log() { echo "[$(date -u '+%F %H:%M:%S')] $*"; }
+log "backlog: code $repo ($(git -C "$repo" rev-parse --short HEAD)), commits to $commit_repo, work in $work_dir"
+log "  python $PYTHON: $("$PYTHON" -c 'import asr_pe; print(asr_pe.__file__)')"
+
+cache=${ASR_PE_CACHE:-$HOME/.cache/asr_pe}
+corpus_dir=$cache/synth/21b0b5c080e1
+ladder_dir=$cache/synth_ladder/3b1c23b1774d
+inputs_ok=$work_dir/inputs_checked
+
+if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
+  log "stage 0: study corpus, ladder, checks"
+  run_py -m asr_pe.data.synth --longform 160 --num-train 7500 --workers "$threads" --no-progress
+  run_py -m asr_pe.data.synth.ladder --workers "$threads" --no-progress
+  if run_py recipes/synth/study/backlog.py check-inputs --ladder "$ladder_dir" --corpus "$corpus_dir"; then
+    date -u '+%F %T' > "$inputs_ok"
+  else
+    log "stage 0: the built inputs differ from the archived ones; nothing is trained on them"; exit 1
+  fi
+fi
+
+# copy the files of <dest> this run changes into the commit checkout and commit only them
+commit_paths() {  # message, paths relative to the repository
+  local msg=$1; shift
+  local p i
+  if [ "$commit_repo" != "$repo" ]; then
+    for p in "$@"; do mkdir -p "$(dirname "$commit_repo/$p")"; cp "$repo/$p" "$commit_repo/$p"; done
+  fi
+  for i in $(seq 1 120); do
+    if [ -e "$(git -C "$commit_repo" rev-parse --git-dir)/index.lock" ]; then sleep 5; continue; fi
+    if git -C "$commit_repo" add -- "$@" && git -C "$commit_repo" commit -q --only -m "$msg" -- "$@"; then
+      log "  committed in $commit_repo: $(git -C "$commit_repo" log -1 --format='%h %s' | cut -c1-150)"
+      return 0
+    fi
+    sleep 5
+  done
+  log "  COMMIT FAILED in $commit_repo for $*"; return 1
+}
+
+one_run() {  # stage pe seed dest origin candidates
+  local st=$1 pe=$2 seed=$3 dest=$4 origin=$5 cands=$6
+  local run=${pe}_ctc_s${seed}
+  local rundir=$work_dir/runs/$run runlog=$work_dir/logs/$run.log
+  if run_py recipes/synth/study/backlog.py archived "$commit_repo/$dest" "$run"; then
+    log "  $run: archived in $dest, skipped"; return 0
+  fi
+  # the archive files of <dest> as the commit checkout has them (another run of this lane may have
+  # added to them since this checkout was made)
+  if [ "$commit_repo" != "$repo" ] && [ -d "$commit_repo/$dest" ]; then
+    mkdir -p "$repo/$dest"; cp -r "$commit_repo/$dest/." "$repo/$dest/"
+  fi
+  if [ ! -f "$rundir/eval/done.json" ]; then
+    log "  $run: training (log $runlog)"
+    run_py train.py -m experiment=synth_study hydra.sweep.dir="$work_dir/runs" pe="$pe" seed="$seed" \
+      >> "$runlog" 2>&1 || { log "  $run: training FAILED (see $runlog)"; return 1; }
+  fi
+  [ -f "$rundir/eval/done.json" ] || { log "  $run: no eval/done.json after training (see $runlog)"; return 1; }
+  local rep
+  mkdir -p "$repo/$dest"
+  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$origin" --out "$repo/$dest/retrained.jsonl") \
+    || { log "  $run: reproduction check FAILED"; return 1; }
+  log "  $run: reproduction of $origin/$run: $rep"
+  log "  $run: ladder, candidates [$cands] (log $runlog)"
+  run_py scripts/evaluate_ladder.py run="$rundir" ladder="$ladder_dir" device=cpu "candidates=[$cands]" \
+    >> "$runlog" 2>&1 || { log "  $run: evaluate_ladder FAILED (see $runlog)"; return 1; }
+  # (set -e does not act inside a function called with ||: every step checks its own status)
+  run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive" > /dev/null \
+    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/$run" --remedy-utts \
+    && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive/$run" \
+    && run_py recipes/synth/study/backlog.py reports "$rundir" "$repo/$dest/reports" \
+    || { log "  $run: archiving FAILED"; return 1; }
+  local line reproduced
+  line=$(run_py recipes/synth/study/backlog.py summary "$repo/$dest" "$run") || return 1
+  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
+  log "  $line"
+  commit_paths "issue 48 point $st: ladder, $run retrained (archived run reproduced: $reproduced); $line" \
+    "$dest/results.jsonl.xz" "$dest/retrained.jsonl" "$dest/reports/$run.md" "$dest/reports/$run.choice.json"
+}
+
+check_inputs() {
+  [ -f "$inputs_ok" ] || { log "error: run stage 0 first (the corpus and ladder, checked against the archive)"; exit 1; }
+}
+
+failed=0
+if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
+  check_inputs
+  log "stage 1: seed 4 of the five PEs on the ladder -> recipes/synth/study/ladder/seed4"
+  for pe in none sinusoidal rope relative cape; do
+    cands="window:2.5"; [ "$pe" = sinusoidal ] && cands="window:2.5,window:5"
+    one_run 5 "$pe" 4 recipes/synth/study/ladder/seed4 recipes/synth/study/seeds "$cands" || failed=1
+  done
+fi
+
+if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
+  check_inputs
+  log "stage 2: seven more PEs on the ladder, seeds 0, 1 -> recipes/synth/study/ladder/more_pes"
+  for seed in 0 1; do
+    for pe in shaw t5 alibi rem conv learned_wrap sinusoidal_sqrtd; do
+      one_run 6 "$pe" "$seed" recipes/synth/study/ladder/more_pes recipes/synth/study/runs \
+        "window:2.5,window:5,window:10,logit_scale,chunked:20:4" || failed=1
+    done
+  done
+fi
+[ "$failed" -eq 0 ] || { log "some runs failed; run the same command again to retry them"; exit 1; }
+log "backlog: done"
+exit 0
+}
