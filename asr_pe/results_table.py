@@ -44,12 +44,24 @@ names the table's runs that match. Live run folders are read in place, as before
 ``recipes/synth/run.sh`` stage 4 does); ``list`` prints a study's run paths; ``check`` compares a
 table with run folders; ``convert`` rewrites a study's gzip table as xz, checking that every file
 renders back byte for byte, and removes the gzip one.
+
+The table is a database of runs. ``add`` reads, changes and writes it under one lock
+(`table_lock`), so concurrent adds all land. A run is named by its folder's name (the readers'
+``<study>/<run>``) and that name stays bound to one run: its identity is `RUN_IDENTITY` of its
+run_info.json (system, label, pe, loss, encoder, arm, data, seed, training remedy, init_from:
+fixed at the run's first start). Two folders of one name in one call, a folder whose name the
+table holds for a run of another identity, and a folder that lacks files the table holds for
+its run (e.g. per-utterance scores a study reads) are refused unless ``--replace``; a run
+re-added with results of other checkpoints is reported as such. ``--remove`` deletes a folder
+only once the table holding it is on disk and, read back, renders every file of it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import fcntl
 import fnmatch
 import gzip
 import hashlib
@@ -65,12 +77,13 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from asr_pe.errors import ConfigError
 from asr_pe.io import atomic_write_bytes
 
 __all__ = [
     "TABLE_NAME", "GZIP_TABLE_NAME", "ResultsTableError", "archived_files", "table_rows", "render_run",
     "read_table", "write_table", "table_of", "add_runs", "convert_table", "runs_in", "locate", "logical_path",
-    "expand_run_paths", "main",
+    "expand_run_paths", "main", "RUN_IDENTITY", "is_remedy_result", "run_identity", "table_lock",
 ]
 
 TABLE_NAME = "results.jsonl.xz"
@@ -91,7 +104,7 @@ RESERVED = ("run", "path", "kind", "set", "suffix", "data", "text")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
-class ResultsTableError(ValueError):
+class ResultsTableError(ConfigError):
     """A table that cannot be read or written; the message names the file (and line)."""
 
 
@@ -111,12 +124,29 @@ def archived_files(run_dir: Path, remedy_utts: bool = False) -> list[str]:
     for set_dir in sorted(p for p in (run_dir / "eval").glob("*/") if p.is_dir()):
         names = ["buckets.csv", "buckets.meta.json", "per_utt.jsonl"]
         meta = set_dir / "buckets.meta.json"
-        if not remedy_utts and meta.is_file() and re.search(r'"remedy"|"mode": "chunked"', meta.read_text(encoding="utf-8")):
+        if not remedy_utts and meta.is_file() and is_remedy_result(meta):
             names.remove("per_utt.jsonl")
         out += [f"eval/{set_dir.name}/{n}" for n in names if (set_dir / n).is_file()]
     out += [f"attention_stats/{n}" for n in ("attention_stats.csv", "attention_stats.md")
             if (run_dir / "attention_stats" / n).is_file()]
     return sorted(out)
+
+
+def is_remedy_result(meta_path: Path) -> bool:
+    """Whether an eval folder holds an inference remedy's or chunked inference's results, read from
+    its buckets.meta.json: a non-empty ``remedy`` or ``mode`` ``chunked``, at the top level (what
+    evaluate.py writes beside a remedy's results) or in the recorded ``settings`` (what the reuse
+    check compares). Every evaluation records ``"remedy": ""`` in its settings, so the key alone
+    says nothing: matching it dropped the plain decoding's per-utterance scores."""
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ResultsTableError(f"{meta_path}: not a JSON object ({e}); evaluate the set again") from None
+    if not isinstance(meta, dict):
+        raise ResultsTableError(f"{meta_path}: not a JSON object; evaluate the set again")
+    settings = meta.get("settings")
+    levels = [meta] + ([settings] if isinstance(settings, dict) else [])
+    return any(bool(level.get("remedy")) or level.get("mode") == "chunked" for level in levels)
 
 
 # ----------------------------------------------------------------------------- files <-> rows
@@ -319,32 +349,169 @@ def read_run_files(run_dir: Path, rels: Iterable[str]) -> dict[str, str]:
     return {rel: (Path(run_dir) / rel).read_text(encoding="utf-8") for rel in rels}
 
 
-def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike], *,
-             remedy_utts: bool = False) -> list[str]:
-    """Add (or replace) the runs in ``run_dirs`` in ``table`` (created when absent), each with
-    `archived_files`; returns their names. Adding a run again gives the same table. Where the
-    study still has a gzip table, its runs are read from it and it goes once the xz table is
-    written."""
-    table = Path(table)
-    source = table_of(table.parent) if table.name == TABLE_NAME else table
-    runs = read_table(source) if source.exists() else {}
-    added = []
+# ----------------------------------------------------------------------------- adding runs
+
+# The fields of run_info.json that say which run a folder holds: set at the run's first start (a
+# resume may not change them) and what the readers group runs by. A table names a run by its
+# folder's name, the readers' <study>/<run> path; `add` keeps that name bound to one identity.
+RUN_IDENTITY = ("system", "label", "pe", "loss", "encoder", "arm", "data", "seed", "remedy", "init_from")
+LOCK_NAME = f".{TABLE_NAME}.lock"
+
+
+@contextlib.contextmanager
+def table_lock(study: str | os.PathLike) -> Iterator[None]:
+    """An exclusive flock on ``<study>/.results.jsonl.xz.lock`` for one read-modify-write of the
+    study's table, so that two writers at once each start from what the other wrote. The file is
+    removed on release (a study folder is committed: nothing may be left in it); a waiter that gets
+    the lock of a file removed meanwhile tries again, so two holders never overlap."""
+    path = Path(study) / LOCK_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            _flock_waiting(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _names_open_file(path, fd):
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.unlink(path)
+        os.close(fd)
+
+
+def _flock_waiting(fd: int, path: Path) -> None:
+    """Lock ``fd``, saying on stderr when another writer holds the lock (a wait, not a hang)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"[results_table] waiting for another writer of {path.parent / TABLE_NAME}", file=sys.stderr)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def _names_open_file(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed or replaced since)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the table's rename durable: its writer fsyncs the bytes, this the directory entry."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def run_identity(rows: Iterable[dict]) -> dict:
+    """`RUN_IDENTITY` of a run's rows (its run_info.json); an empty value and a missing key alike
+    are None, so a run_info written before a field existed reads as the run it is."""
+    text = render_run(r for r in rows if r["path"] == RUN_INFO).get(RUN_INFO, "{}")
+    try:
+        info = json.loads(text)
+    except ValueError:
+        info = {}
+    info = info if isinstance(info, dict) else {}
+    return {k: info.get(k) if info.get(k) not in ("", None) else None for k in RUN_IDENTITY}
+
+
+def _checkpoints(rows: Iterable[dict]) -> str:
+    """The checkpoints a run's archived results were decoded from, as "step N (sha256 prefix)"."""
+    found = set()
+    for r in rows:
+        data = r.get("data") if r["kind"] == "json" and r["path"].endswith("/buckets.meta.json") else None
+        ck = data.get("checkpoint") if isinstance(data, dict) else None
+        if isinstance(ck, dict):
+            found.add(f"step {ck.get('global_step')} ({str(ck.get('sha256'))[:12]})")
+    return ", ".join(sorted(found)) or "none recorded"
+
+
+def _incoming_runs(run_dirs: Iterable[str | os.PathLike], remedy_utts: bool) -> dict[str, tuple[Path, list[dict]]]:
+    """Name -> (folder, rows) of the run folders to add. Two folders of one name are refused: the
+    table names a run by its folder's name, so one would silently replace the other."""
+    out: dict[str, tuple[Path, list[dict]]] = {}
     for d in map(Path, run_dirs):
         if not (d / RUN_INFO).is_file():
             raise ResultsTableError(f"{d}: not a run folder (no {RUN_INFO})")
-        runs[d.name] = table_rows(d.name, read_run_files(d, archived_files(d, remedy_utts)))
-        added.append(d.name)
-    write_table(table, runs)
-    if source != table:
-        source.unlink()
-    return added
+        if d.name in out:
+            first = out[d.name][0]
+            if first.resolve() == d.resolve():
+                continue  # one folder given twice (e.g. by a glob and by its path)
+            raise ResultsTableError(f"{first} and {d} are both named {d.name!r}: a study's table names a run by its "
+                                    f"folder's name, so one would replace the other; rename one of them and add both")
+        out[d.name] = (d, table_rows(d.name, read_run_files(d, archived_files(d, remedy_utts))))
+    return out
+
+
+def _replacement(table: Path, name: str, folder: Path, old: list[dict], new: list[dict]) -> str:
+    """What adding ``folder`` (rows ``new``) does to the table's run ``name`` (rows ``old``):
+    "unchanged" or "replaced ..."; refused where the folder holds another run (another
+    `run_identity`) or would drop files the table holds for it (what a study reads)."""
+    before, after = run_identity(old), run_identity(new)
+    if before != after:
+        diff = ", ".join(f"{k} {before[k]!r} -> {after[k]!r}" for k in RUN_IDENTITY if before[k] != after[k])
+        raise ResultsTableError(f"{folder}: {table} holds another run named {name!r} ({diff}); rename the folder "
+                                f"to add it beside that run, or pass --replace to replace it")
+    lost = sorted({r["path"] for r in old} - {r["path"] for r in new})
+    if lost:
+        raise ResultsTableError(f"{folder}: {table} holds {len(lost)} file(s) of run {name!r} that the folder does "
+                                f"not give ({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''}); add it with "
+                                f"--remedy-utts if the table was written with it, or pass --replace to drop them")
+    if old == new:
+        return "unchanged"
+    was, now = _checkpoints(old), _checkpoints(new)
+    return "replaced" if was == now else f"replaced (results of {was} -> {now})"
+
+
+def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike], *, remedy_utts: bool = False,
+             replace: bool = False, remove: bool = False) -> dict[str, str]:
+    """Add (or replace) the runs in ``run_dirs`` in ``table`` (created when absent), each with
+    `archived_files`; returns name -> what happened ("added", "unchanged", "replaced ...").
+
+    The read-modify-write holds the study's `table_lock`, so concurrent adds all land. A name the
+    table holds is replaced only by the same run (`_replacement`) unless ``replace``. Adding a run
+    again gives the same table. ``remove`` deletes each folder, inside the lock, once the table is
+    on disk (file and directory fsynced) and, read back, renders every file of it. Where the study
+    still has a gzip table, its runs are read from it and it goes once the xz table is written."""
+    table = Path(table)
+    incoming = _incoming_runs(run_dirs, remedy_utts)
+    with table_lock(table.parent):
+        source = table_of(table.parent) if table.name == TABLE_NAME else table
+        runs = read_table(source) if source.exists() else {}
+        report = {}
+        for name, (folder, rows) in incoming.items():
+            report[name] = ("added" if name not in runs else "replaced" if replace
+                            else _replacement(table, name, folder, runs[name], rows))
+            runs[name] = rows
+        write_table(table, runs)
+        if source != table:
+            source.unlink()
+        _fsync_dir(table.parent)
+        if remove:
+            folders = [folder for folder, _ in incoming.values()]
+            _check(table, folders)  # read back from disk: every file of each folder renders
+            for folder in folders:
+                shutil.rmtree(folder)
+    return report
 
 
 def convert_table(study: str | os.PathLike) -> tuple[Path, int]:
     """Rewrite ``<study>/results.jsonl.gz`` as ``<study>/results.jsonl.xz`` and remove the gzip
     one, once the xz table, read back, holds the same rows and renders every file of every run
     byte for byte as the gzip one did; returns (the xz table, the number of files compared)."""
-    study = Path(study)
+    with table_lock(study):
+        return _convert_table(Path(study))
+
+
+def _convert_table(study: Path) -> tuple[Path, int]:
     gz, xz = study / GZIP_TABLE_NAME, study / TABLE_NAME
     if not gz.is_file():
         raise ResultsTableError(f"{gz}: no gzip table to convert")
@@ -504,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
                        "holds it and renders every file of it back identically")
     p_add.add_argument("--remedy-utts", action="store_true", help="keep the per-utterance scores of inference "
                        "remedies' folders too (for a remedy's in-context ratio)")
+    p_add.add_argument("--replace", action="store_true", help="replace a run of the same name even when it is "
+                       "another run (other run_info identity) or the folder lacks files the table holds for it")
     p_list = sub.add_parser("list", help="print <study>/<run> for each run in the table")
     p_list.add_argument("study", type=Path)
     p_list.add_argument("pattern", nargs="?", default="*")
@@ -537,12 +706,12 @@ def main(argv: list[str] | None = None) -> int:
         missing = [str(d) for d in runs if not (d / RUN_INFO).is_file()]
         if missing:
             raise ResultsTableError(f"not run folders (no {RUN_INFO}): {', '.join(missing)}")
-        added = add_runs(table, runs, remedy_utts=args.remedy_utts)
-        if args.remove:
-            _check(table, runs)     # the table renders each folder back before it goes
-            for d in runs:
-                shutil.rmtree(d)
-        print(f"{table}: {len(added)} run(s) added{' and their folders removed' if args.remove else ''}")
+        report = add_runs(table, runs, remedy_utts=args.remedy_utts, replace=args.replace, remove=args.remove)
+        for name, how in report.items():
+            print(f"{name}: {how}")
+        counts = {how: sum(h.split(" ")[0] == how for h in report.values()) for how in ("added", "replaced", "unchanged")}
+        print(f"{table}: {counts['added']} run(s) added, {counts['replaced']} replaced, {counts['unchanged']} "
+              f"unchanged{'; their folders removed' if args.remove else ''}")
         return 0
     except (OSError, ValueError) as e:   # ResultsTableError, and a file that is not UTF-8 text
         print(f"error: {e}", file=sys.stderr)

@@ -5,9 +5,12 @@ written as gzip before xz is still read and converts to xz without a byte changi
 import gzip
 import json
 import lzma
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +18,8 @@ import pytest
 from asr_pe.evaluation.buckets import write_bucket_files
 from asr_pe.evaluation.length_ratio import read_errors
 from asr_pe.plots.wer_vs_length import find_run_dirs, load_runs, read_run_info
-from asr_pe.results_table import (GZIP_TABLE_NAME, TABLE_NAME, add_runs, locate, logical_path, read_table,
-                                  render_run, runs_in, table_rows)
+from asr_pe.results_table import (GZIP_TABLE_NAME, TABLE_NAME, add_runs, is_remedy_result, locate, logical_path,
+                                  main, read_table, render_run, run_identity, runs_in, table_rows)
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = REPO / "recipes" / "synth" / "study"
@@ -296,3 +299,255 @@ def test_adding_to_a_study_with_a_gzip_table_writes_xz_and_removes_the_gzip_one(
     assert [p.name for p in study.iterdir()] == [TABLE_NAME]          # the old runs kept, in xz only
     assert runs_in(study) == ["none_ctc_s0", "rope_ctc_s0"]
     assert render_run(read_table(study / TABLE_NAME)["rope_ctc_s0"])["config.yaml"] == "pe: rope\nseed: 0\n"
+
+
+# ----------------------------------------------------------------------------- issue 43: the archive is a database of runs
+
+def _evaluate_py_meta(test_set: str, *, remedy: str = "", mode: str = "full", step: int = 300,
+                      sha: str = "35e4dea49afca9e4a8a2c558ee210977813591a712c1bd101b69003943e045ff") -> dict:
+    """buckets.meta.json as evaluate.py writes it today (copied from the fine-tune archive's
+    rope_finetune300_ctc_s3, eval/longform and eval/longform_window5): every evaluation records
+    ``"remedy": ""`` in its settings; a remedy's also at the top level, chunked inference as
+    ``mode``."""
+    settings = {"batch_seconds": 300.0, "block_size": "auto", "chunk_s": 20.0, "decode": {"method": "greedy"},
+                "device": "cpu", "edges": "doubling", "manifest_sha256": "b147c67d", "mode": mode, "n_boot": 1000,
+                "overlap_s": 4.0, "remedy": remedy, "train_length_s": 5.0 if remedy else None}
+    meta = {"block_size": "auto", "checkpoint": {"global_step": step, "name": "last.ckpt", "sha256": sha},
+            "decode": {"beam": 10, "ctc_weight": 0.3, "length_penalty": 1.0, "max_len_ratio": 1.0, "method": "greedy"},
+            "device": "cpu", "edges": "doubling: 0 2 4 8", "loss": "ctc", "manifest": f"/data/{test_set}.jsonl",
+            "mode": mode, "pe": "rope", "run": "runs/x", "seconds": 1.0, "settings": settings,
+            "test_set": test_set, "utterances": 2}
+    if remedy:
+        meta.update(remedy=remedy, train_length_s=5.0)
+    return meta
+
+
+def _evaluated_run(root: Path, name: str, *, arm: str = "", step: int = 300, sha: str = "ab" * 32) -> Path:
+    """A run folder as train.py + evaluate.py leave it today: a plain decoding of test and
+    longform, window and chunked decodings of longform."""
+    run = _run(root, name, 7.0)
+    info = json.loads((run / "run_info.json").read_text())
+    (run / "run_info.json").write_text(json.dumps({**info, "arm": arm, "data": "synth", "encoder": "transformer",
+                                                   "remedy": ""}, indent=2))
+    for folder, test_set, kw in [("test", "test", {}), ("longform", "longform", {}),
+                                 ("longform_window", "longform", {"remedy": "window"}),
+                                 ("longform_chunked", "longform", {"mode": "chunked"})]:
+        d = run / "eval" / folder
+        if folder != "test":
+            d.mkdir(parents=True)
+            shutil.copy(run / "eval" / "test" / "buckets.csv", d / "buckets.csv")
+            shutil.copy(run / "eval" / "test" / "per_utt.jsonl", d / "per_utt.jsonl")
+        (d / "buckets.meta.json").write_text(json.dumps(_evaluate_py_meta(test_set, step=step, sha=sha, **kw),
+                                                        indent=2, sort_keys=True) + "\n")
+    return run
+
+
+def test_an_evaluation_recording_an_empty_remedy_keeps_its_per_utterance_scores(tmp_path, monkeypatch):
+    """Defect 1: ``"remedy": ""`` (every evaluation's settings) is the plain decoding; its
+    per_utt.jsonl is archived, so the in-context ratio can be computed from the table. A remedy's
+    and chunked inference's folders keep bucket tables only (as the committed tables do)."""
+    run = _evaluated_run(tmp_path / "live", "rope_ctc_s0")
+    study = tmp_path / "study"
+    assert main(["add", str(study), str(run)]) == 0
+    files = render_run(read_table(study / TABLE_NAME)["rope_ctc_s0"])
+    assert "eval/test/per_utt.jsonl" in files and "eval/longform/per_utt.jsonl" in files
+    assert "eval/longform_window/per_utt.jsonl" not in files and "eval/longform_chunked/per_utt.jsonl" not in files
+    # where the study reads them: the set folders of <study>/<run>, found in the table
+    monkeypatch.chdir(tmp_path)
+    ids, _, _ = read_errors("study/rope_ctc_s0/eval/longform")
+    assert ids == ["u0", "u1"]
+
+
+# the studies whose README archives with `results_table add ... --remedy-utts`: every per_utt.jsonl
+# their folders had is kept, the filter does not apply
+REMEDY_UTTS_STUDIES = ("finetune", "ladder")
+FILTERED_TABLES = [t for t in TABLES if t.parent.name not in REMEDY_UTTS_STUDIES]
+
+
+@pytest.mark.parametrize("table", FILTERED_TABLES, ids=[str(t.parent.relative_to(STUDY)) for t in FILTERED_TABLES])
+def test_the_committed_tables_hold_the_per_utterance_files_the_filter_keeps(table):
+    """Re-archiving a committed study gives the same table: its eval folders hold per_utt.jsonl
+    exactly where `is_remedy_result` keeps it."""
+    for run, rows in read_table(table).items():
+        files = render_run(rows)
+        for rel, text in files.items():
+            if rel.endswith("/buckets.meta.json"):
+                meta = Path(rel).parent
+                with tempfile.TemporaryDirectory() as tmp:
+                    (Path(tmp) / "m.json").write_text(text)
+                    dropped = is_remedy_result(Path(tmp) / "m.json")
+                assert (f"{meta}/per_utt.jsonl" in files) != dropped, (run, rel)
+
+
+def test_two_folders_of_one_name_are_refused_and_nothing_is_written(tmp_path, capsys):
+    """Defect 2: two folders named rope_ctc_s0 in one add kept one and printed "2 run(s) added"."""
+    a = _evaluated_run(tmp_path / "a", "rope_ctc_s0", arm="")
+    b = _evaluated_run(tmp_path / "b", "rope_ctc_s0", arm="conformer")
+    study = tmp_path / "study"
+    assert main(["add", str(study), str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "both named 'rope_ctc_s0'" in err and len(err.splitlines()) == 1
+    assert not (study / TABLE_NAME).exists() and a.exists() and b.exists()
+    # the same folder named twice (by its path and through a link) is one run
+    (tmp_path / "alias").symlink_to(tmp_path / "a")
+    assert main(["add", str(study), str(a), str(tmp_path / "alias" / "rope_ctc_s0")]) == 0
+    assert "1 run(s) added, 0 replaced" in capsys.readouterr().out
+
+
+def test_a_name_the_table_holds_is_replaced_only_by_the_same_run(tmp_path, capsys):
+    """The table keys runs by their identity (run_info's RUN_IDENTITY): another run under a name
+    the table holds is refused (the old code replaced it without a word); the same run evaluated
+    again with another checkpoint replaces its rows and says so; --replace replaces anyway."""
+    study = tmp_path / "study"
+    first = _evaluated_run(tmp_path / "a", "rope_ctc_s0", step=300, sha="ab" * 32)
+    assert main(["add", str(study), str(first)]) == 0
+    before = (study / TABLE_NAME).read_bytes()
+    other = _evaluated_run(tmp_path / "b", "rope_ctc_s0", arm="conformer")
+    assert main(["add", str(study), str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "holds another run named 'rope_ctc_s0' (arm None -> 'conformer')" in err and "--replace" in err
+    assert (study / TABLE_NAME).read_bytes() == before
+    assert main(["add", str(study), str(first)]) == 0
+    assert "rope_ctc_s0: unchanged" in capsys.readouterr().out and (study / TABLE_NAME).read_bytes() == before
+    trained_further = _evaluated_run(tmp_path / "c", "rope_ctc_s0", step=600, sha="cd" * 32)
+    assert main(["add", str(study), str(trained_further)]) == 0
+    out = capsys.readouterr().out
+    assert "rope_ctc_s0: replaced (results of step 300 (abababababab) -> step 600 (cdcdcdcdcdcd))" in out
+    assert main(["add", str(study), str(other), "--replace"]) == 0
+    assert run_identity(read_table(study / TABLE_NAME)["rope_ctc_s0"])["arm"] == "conformer"
+
+
+def test_re_adding_a_run_never_drops_files_the_table_holds_for_it(tmp_path, capsys):
+    """A study archived with --remedy-utts (the fine-tune control, the length ladder) reads the
+    remedies' per-utterance scores; adding its runs again without the flag would drop them."""
+    run = _evaluated_run(tmp_path / "live", "rope_ctc_s0")
+    study = tmp_path / "study"
+    assert main(["add", str(study), str(run), "--remedy-utts"]) == 0
+    before = (study / TABLE_NAME).read_bytes()
+    assert main(["add", str(study), str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "eval/longform_chunked/per_utt.jsonl" in err and "--remedy-utts" in err
+    assert (study / TABLE_NAME).read_bytes() == before
+    assert main(["add", str(study), str(run), "--remedy-utts"]) == 0
+
+
+ADD_WHEN_TOLD = """
+import sys, time
+from pathlib import Path
+from asr_pe.results_table import main
+go = Path(sys.argv[1])
+while not go.exists():      # both processes start their add at the same moment
+    time.sleep(0.001)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_concurrent_adds_all_land_and_remove_no_folder_the_table_lacks(tmp_path):
+    """Defect 2: two `add --remove` at once, each of other runs, real processes started together,
+    three rounds: every run is in the table, every removed folder's run among them (the old code
+    lost runs in each try, and deleted the folders of runs it lost)."""
+    study = tmp_path / "study"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    expected = set()
+    for round_ in range(3):
+        go = tmp_path / f"go{round_}"
+        names = [f"pe{round_}{side}_ctc_s0" for side in "ab"]
+        folders = [_evaluated_run(tmp_path / "live", n) for n in names]
+        for f in folders:
+            shutil.rmtree(f / "checkpoints")      # archive folders: --remove may delete them
+            (f / "eval" / "test" / "buckets.md").unlink()
+            for extra in (f / "eval").glob("*/buckets.md"):
+                extra.unlink()
+        procs = [subprocess.Popen([sys.executable, "-c", ADD_WHEN_TOLD, str(go), "add", str(study), str(f),
+                                   "--remove", "--remedy-utts"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for f in folders]
+        time.sleep(1.0)                          # both imported and waiting
+        go.write_text("")
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+        expected |= set(names)
+        held = set(read_table(study / TABLE_NAME))
+        removed = {f.name for f in folders if not f.exists()}
+        assert removed <= held, f"round {round_}: folders of {sorted(removed - held)} deleted, runs not in the table"
+        assert held == expected, f"round {round_}: lost {sorted(expected - held)}"
+    assert sorted(p.name for p in study.iterdir()) == [TABLE_NAME]     # no lock file left behind
+
+
+def test_a_writer_that_reads_the_table_while_another_adds_waits_for_it(tmp_path, monkeypatch, capsys):
+    """The interleaving that lost runs, made deterministic: while this process's add has read the
+    table, another `add --remove` runs. Under the lock it waits (and says so) and then adds to
+    what this one wrote; the old code let it write and delete its folder, then wrote over it."""
+    import asr_pe.results_table as rt
+
+    study = tmp_path / "study"
+    a, b = (_evaluated_run(tmp_path / "live", n) for n in ("rope_ctc_s0", "none_ctc_s0"))
+    for f in (a, b):
+        shutil.rmtree(f / "checkpoints")
+        for md in (f / "eval").glob("*/buckets.md"):
+            md.unlink()
+    add_runs(study / TABLE_NAME, [_run(tmp_path / "earlier", "cape_ctc_s0", 9.0)])   # the table exists
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    real_read, other = rt.read_table, []
+
+    def read_while_another_adds(path):
+        runs = real_read(path)
+        if not other:
+            other.append(subprocess.Popen([sys.executable, "-m", "asr_pe.results_table", "add", str(study), str(b),
+                                           "--remove", "--remedy-utts"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+            # until it waits for the lock, or (without one) has done its whole add
+            line = other[0].stderr.readline()
+            assert line == "" or "waiting for another writer" in line, line
+            if line == "":
+                other[0].wait(timeout=120)
+        return runs
+
+    monkeypatch.setattr(rt, "read_table", read_while_another_adds)
+    assert main(["add", str(study), str(a), "--remove", "--remedy-utts"]) == 0
+    assert other, "the table was never read"
+    _, err = other[0].communicate(timeout=120)
+    assert other[0].returncode == 0, err
+    held = set(real_read(study / TABLE_NAME))
+    assert {f.name for f in (a, b) if not f.exists()} <= held
+    assert held == {"cape_ctc_s0", "rope_ctc_s0", "none_ctc_s0"}
+
+
+def test_remove_deletes_a_folder_only_once_the_table_is_on_disk_and_read_back(tmp_path, monkeypatch, capsys):
+    """--remove: the table's bytes and its directory entry are fsynced, the table is read back,
+    then the folders go. A failure in between (the directory's fsync fails: the new table may not
+    survive a crash) keeps every folder, exit 2; the old code never synced the directory."""
+    import asr_pe.results_table as rt
+
+    study = tmp_path / "study"
+    run = _evaluated_run(tmp_path / "live", "rope_ctc_s0")
+    shutil.rmtree(run / "checkpoints")
+    for md in (run / "eval").glob("*/buckets.md"):
+        md.unlink()
+    events = []
+    real_fsync, real_read, real_rmtree = os.fsync, rt.read_table, shutil.rmtree
+
+    def fsync(fd):
+        target = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        events.append(("fsync_dir" if target.is_dir() else "fsync", target))
+        if target.is_dir() and fail_dir_sync:
+            raise OSError(5, "Input/output error (simulated)")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(rt, "read_table", lambda p: events.append(("read", Path(p))) or real_read(p))
+    monkeypatch.setattr(shutil, "rmtree", lambda p, *a, **k: events.append(("rmtree", Path(p))) or real_rmtree(p, *a, **k))
+    fail_dir_sync = True
+    assert main(["add", str(study), str(run), "--remove", "--remedy-utts"]) == 2
+    assert "Input/output error" in capsys.readouterr().err and run.exists()
+    events.clear()
+    fail_dir_sync = False
+    assert main(["add", str(study), str(run), "--remove", "--remedy-utts"]) == 0
+    kinds = [kind for kind, _ in events]
+    assert kinds[-1] == "rmtree" and events[-1][1] == run
+    # the table written (its temporary file fsynced), its folder fsynced, the table read back, then the removal
+    last_write = max(i for i, (k, p) in enumerate(events) if k == "fsync" and p.name.startswith(f".{TABLE_NAME}."))
+    dir_sync = kinds.index("fsync_dir", last_write)
+    read_back = kinds.index("read", dir_sync)
+    assert events[dir_sync][1] == study and events[read_back][1] == study / TABLE_NAME
+    assert read_back < len(kinds) - 1 and not run.exists()
