@@ -4,9 +4,6 @@ Every ``eval.*`` key not given on the command line takes the run's own setting (
 conf/evaluate.yaml), so this buckets and decodes like the evaluation that followed training.
 """
 
-import os
-import sys
-
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
@@ -29,22 +26,16 @@ def eval_given_on_command_line(cfg: DictConfig) -> dict:
 def main(cfg: DictConfig) -> None:
     from asr_pe.evaluation.pipeline import evaluate_run
     from asr_pe.evaluation.reuse import Reuse
-    from asr_pe.evaluation.settings import EvalSettingsError
-    from asr_pe.inference.device import DeviceError
+    from asr_pe.training.config_checks import check_added_keys
     from asr_pe.training.data import resolve_manifests
 
     with friendly_errors():
-        try:
-            overrides = {"decode": cfg.decode, "eval": eval_given_on_command_line(cfg), "data": cfg.data}
-            reuse = Reuse() if cfg.reuse else None
-            evaluate_run(cfg.run, overrides, device=cfg.device, corpus_manifests=resolve_manifests, reuse=reuse)
-            if reuse is not None:
-                print(f"[asr_pe] {reuse.summary()}: {' '.join(reuse.reused) or 'none'} reused")
-        except (DeviceError, EvalSettingsError) as e:  # bad settings: one line, like friendly_errors
-            if os.environ.get("ASR_PE_DEBUG"):
-                raise
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(2)
+        check_added_keys(cfg)  # +decode.beem=3: one line, not a setting silently ignored
+        overrides = {"decode": cfg.decode, "eval": eval_given_on_command_line(cfg), "data": cfg.data}
+        reuse = Reuse() if cfg.reuse else None
+        evaluate_run(cfg.run, overrides, device=cfg.device, corpus_manifests=resolve_manifests, reuse=reuse)
+        if reuse is not None:
+            print(f"[asr_pe] {reuse.summary()}: {' '.join(reuse.reused) or 'none'} reused")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from asr_pe.errors import MissingFileError
 from asr_pe.io import atomic_write_json, atomic_write_text
 
 # ----------------------------------------------------------------------------- names
@@ -102,7 +103,7 @@ def find_checkpoint(run_dir: str | Path, which: str = BEST) -> Path:
     candidates = [checkpoint_path(run_dir, which)] + ([checkpoint_path(run_dir, LAST)] if which == BEST else [])
     found = next((p for p in candidates if p.exists()), None)
     if found is None:
-        raise FileNotFoundError(f"no checkpoint {which!r} in {checkpoint_dir(run_dir)} "
+        raise MissingFileError(f"no checkpoint {which!r} in {checkpoint_dir(run_dir)} "
                                 f"(looked for {[p.name for p in candidates]})")
     return found
 
@@ -156,7 +157,7 @@ def read_config(run_dir: str | Path) -> DictConfig:
     """The run's saved ``config.yaml`` (FileNotFoundError: not a run directory)."""
     path = config_path(run_dir)
     if not path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no {CONFIG})")
+        raise MissingFileError(f"{run_dir} is not a run directory (no {CONFIG})")
     return OmegaConf.load(path)
 
 
@@ -206,15 +207,27 @@ def clear_eval_done(run_dir: str | Path) -> None:
 
 
 def eval_done(run_dir: str | Path) -> bool:
-    """A run is finished when its evaluation after training completed: ``eval/done.json`` names
-    its test sets and each has its three files. The marker is written after the last set, so a
-    run killed between two test sets (``eval/test`` done, ``eval/longform`` not yet begun) is not
-    finished, and re-running it evaluates again instead of skipping it."""
+    """A run is finished when its evaluation after training completed and its results are still
+    that evaluation's: ``eval/done.json`` names its test sets and checkpoint, and each set's folder
+    has its files and records that same checkpoint (``buckets.meta.json``). The marker is written
+    after the last set, so a run killed between two test sets is not finished; a set replaced
+    since by another checkpoint's decoding makes the run unfinished again (``resume=auto``
+    evaluates it again), instead of a finished run whose tables hold an older model's numbers."""
     try:
-        sets = json.loads(eval_done_path(run_dir).read_text())["test_sets"]
+        done = json.loads(eval_done_path(run_dir).read_text())
+        sets, checkpoint = done["test_sets"], done.get("checkpoint")
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return bool(sets) and all((result_dir(run_dir, s) / f).exists() for s in sets for f in EVAL_FILES)
+    if not sets or not all((result_dir(run_dir, s) / f).exists() for s in sets for f in EVAL_FILES):
+        return False
+    return checkpoint is None or all(_recorded_checkpoint(result_dir(run_dir, s)) == checkpoint for s in sets)
+
+
+def _recorded_checkpoint(folder: Path) -> Any:
+    try:
+        return json.loads((folder / BUCKETS_META).read_text()).get("checkpoint")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 # ----------------------------------------------------------------------------- labels

@@ -28,8 +28,8 @@ NO_FRAMEWORK = LIBRARY_LAYERS
 FRAMEWORKS = ("lightning", "pytorch_lightning", "hydra")
 RUN_FOLDER = PACKAGE / "run_folder.py"
 # what the run folder's module may import: the standard library, OmegaConf, and of the package
-# only the atomic writes
-RUN_FOLDER_MAY_IMPORT = ("asr_pe.io", "omegaconf", "__future__")
+# only the atomic writes and the error classes (which import nothing)
+RUN_FOLDER_MAY_IMPORT = ("asr_pe.io", "asr_pe.errors", "omegaconf", "__future__")
 
 
 def _module_name(path: Path, root: Path) -> str:

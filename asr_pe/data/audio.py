@@ -27,6 +27,8 @@ import soundfile as sf
 import torch
 import torchaudio
 
+from asr_pe.errors import UserError
+
 DEFAULT_END_TOLERANCE_S = 0.05
 # Anti-phase channels: a downmix this much quieter than its loudest channel has cancelled out
 # (uncorrelated channels of equal power give 1/sqrt(2), one silent channel 1/2).
@@ -37,7 +39,7 @@ DOWNMIX_MIN_RMS = 1e-3
 _RIFF_UNSET_SIZES = (0, 0xFFFFFFFF)
 
 
-class AudioError(RuntimeError):
+class AudioError(UserError, RuntimeError):
     """An audio file that cannot be used; the message names the file (and manifest line)."""
 
 

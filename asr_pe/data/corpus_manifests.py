@@ -21,6 +21,8 @@ from pathlib import Path
 
 import soundfile as sf
 
+from asr_pe.errors import MissingFileError
+
 __all__ = ["audio_seconds", "prepared_manifests"]
 
 
@@ -80,5 +82,5 @@ def prepared_manifests(
             listed = f"in {manifest_dir}: " + ", ".join(Path(m).name for m in missing)
         else:
             listed = ", ".join(missing)
-        raise FileNotFoundError(f"manifest(s) not found {listed}; {hint}")
+        raise MissingFileError(f"manifest(s) not found {listed}; {hint}")
     return result

@@ -27,6 +27,8 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
+from asr_pe.errors import FolderTakenError, MissingFileError, UserError
+
 __all__ = [
     "DownloadError",
     "ChecksumError",
@@ -45,7 +47,7 @@ _RETRYABLE_4XX = {408, 429}
 _LOG_EVERY_BYTES = 256 << 20
 
 
-class DownloadError(RuntimeError):
+class DownloadError(UserError, RuntimeError):
     """The file could not be fetched (offline, unreachable host, HTTP error, truncated body)."""
 
 
@@ -62,11 +64,11 @@ class ChecksumError(DownloadError):
         )
 
 
-class ChecksumListError(ValueError):
+class ChecksumListError(UserError, ValueError):
     """A checksum list (md5sum / sha256sum format) that cannot be read or lacks a file."""
 
 
-class ExtractError(RuntimeError):
+class ExtractError(UserError, RuntimeError):
     """An archive is unreadable or holds a member that would escape the destination folder."""
 
 
@@ -187,7 +189,7 @@ def _fetch_file_url(url: str, part: Path, chunk: int, log_every: int) -> None:
     try:
         total = src.stat().st_size
     except OSError as e:
-        raise FileNotFoundError(f"{src}: {e.strerror}") from e
+        raise MissingFileError(f"{src}: {e.strerror}") from e
     offset = part.stat().st_size if part.exists() else 0
     if offset > total:  # not a prefix of this file: start over
         offset = 0
@@ -472,7 +474,7 @@ def link_or_copy(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
     if dest.exists() or dest.is_symlink():
         if dest.resolve() == src.resolve():
             return dest
-        raise FileExistsError(f"{dest} exists and is not {src}; remove it first")
+        raise FolderTakenError(f"{dest} exists and is not {src}; remove it first")
     try:
         dest.symlink_to(src.resolve())
     except OSError:

@@ -43,6 +43,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Sequence
 
+from asr_pe.errors import UserError
 from asr_pe.io import atomic_write_text
 
 from .manifest import ManifestError, Utterance, read_manifest
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 WAV_FORMATS = ("path", "sox")
 
 
-class KaldiExportError(ValueError):
+class KaldiExportError(UserError, ValueError):
     """A manifest that cannot be written as a Kaldi data directory (whitespace in an id or path)."""
 
 

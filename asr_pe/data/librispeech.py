@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from asr_pe.errors import MissingFileError, UserError
 from .corpus_cli import Archive, corpus_parser, download_options, fetch_archives, run_corpus_cli
 from .corpus_manifests import audio_seconds, prepared_manifests
 from .download import extract
@@ -105,7 +106,7 @@ _TRANS_LINE = re.compile(r"^(\d+)-(\d+)-(\d+)\s+(\S.*)$")
 _NUMERIC = re.compile(r"^\d+$")
 
 
-class LibriSpeechError(ValueError):
+class LibriSpeechError(UserError, ValueError):
     """The corpus tree is not in the official layout; names the file (and line)."""
 
 
@@ -149,7 +150,7 @@ def extract_librispeech(root: str | os.PathLike, parts: Iterable[str]) -> Path:
     for part in _check_parts(parts):
         archive = root / LIBRISPEECH_ARCHIVES[part].filename
         if not archive.exists() and not (root / f".{archive.name}.extracted").exists():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"{archive}: archive not found; run stage 0 (download) first or pass --data_dir"
             )
         extract(archive, root)

@@ -61,6 +61,7 @@ from typing import Callable, Sequence
 import numpy as np
 import soundfile as sf
 
+from asr_pe.errors import UserError
 from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Part, Utterance, write_manifest
 from asr_pe.io import atomic_path, atomic_write_json
@@ -91,7 +92,7 @@ MIN_QUIET_FRAMES = 10
 SMOOTH_FRAMES = 11
 
 
-class LongformError(ValueError):
+class LongformError(UserError, ValueError):
     """The long-form set cannot be built as asked (missing speaker, mixing needed, bad target)."""
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from asr_pe.errors import MissingFileError, UserError
 from asr_pe.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class Utterance:
         return record
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError, ValueError):
     """A bad manifest line; ``str(e) == "<path>:<line>: <reason>"``."""
 
     def __init__(self, path: str | os.PathLike, line: int, reason: str):
@@ -210,7 +211,7 @@ def read_manifest(path: str | os.PathLike, *, strict: bool = True) -> list[Utter
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"manifest not found: {path}")
+        raise MissingFileError(f"manifest not found: {path}")
     manifest_dir = os.path.dirname(os.path.abspath(path))
 
     exists_cache: dict[str, bool] = {}  # segmented corpora reference one file many times

@@ -68,6 +68,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from asr_pe.errors import MissingFileError, UserError
 from asr_pe.io import atomic_write_json
 
 from .corpus_cli import Archive, corpus_parser, download_options, fetch_archives, run_corpus_cli
@@ -117,7 +118,7 @@ _VARIANT = re.compile(r"\(\d+\)")
 _UTT_NAME = re.compile(r"^\([^()\s]*\)$")
 
 
-class TedliumError(ValueError):
+class TedliumError(UserError, ValueError):
     """The corpus tree is not in the official layout, or an STM line is malformed (file:line)."""
 
 
@@ -501,7 +502,7 @@ def extract_tedlium(root: str | os.PathLike) -> Path:
     root = Path(root)
     archive = root / TEDLIUM_ARCHIVE
     if not archive.exists() and not (root / f".{archive.name}.extracted").exists():
-        raise FileNotFoundError(f"{archive}: archive not found; run stage 0 (download) first or pass --data_dir")
+        raise MissingFileError(f"{archive}: archive not found; run stage 0 (download) first or pass --data_dir")
     extract(archive, root)
     return root / TEDLIUM_DIRNAME
 

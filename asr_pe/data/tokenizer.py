@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import sentencepiece as spm
 
+from asr_pe.errors import UserError
 from asr_pe.io import atomic_write_bytes, atomic_write_json
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ BLANK_ID = 0
 SPM_SPACE = "\u2581"
 
 
-class TokenizerError(ValueError):
+class TokenizerError(UserError, ValueError):
     """Text that a tokenizer cannot encode, or a tokenizer file that cannot be used."""
 
 

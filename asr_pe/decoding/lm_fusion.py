@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from asr_pe.errors import MissingFileError
+
 __all__ = ["LMFusionUnavailable", "INSTALL_HINT", "require_flashlight", "CTCLMDecoder", "build_lm_decoder"]
 
 INSTALL_HINT = "pip install flashlight-text  (or the package's 'lm' extra: pip install 'asr_pe[lm]')"
@@ -87,7 +89,7 @@ class CTCLMDecoder:
             raise ValueError(f"blank_id={blank_id} is outside the {len(tokens)} tokens")
         for name, path in (("lm_path", lm_path), ("lexicon_path", lexicon_path)):
             if path is not None and not Path(path).is_file():
-                raise FileNotFoundError(f"{name}: no such file: {path}")
+                raise MissingFileError(f"{name}: no such file: {path}")
         if sil_token is None:
             sil_token = next((t for t in (" ", "|") if t in tokens), tokens[blank_id])
         if sil_token not in tokens:

@@ -38,6 +38,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from asr_pe.errors import UserError
 from asr_pe.io import atomic_write_text, read_jsonl
 from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_MD, BUCKETS_META
 
@@ -63,7 +64,7 @@ ALL_LABEL = "all"
 _MAX_BOOT_ELEMENTS = 4_000_000
 
 
-class PerUttError(ValueError):
+class PerUttError(UserError, ValueError):
     """A bad ``per_utt.jsonl`` line; the message is ``<path>:<line>: <reason>``."""
 
 

@@ -58,6 +58,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from asr_pe.errors import MissingFileError, UserError
 from asr_pe.evaluation.scoring import edit_distances, normalize_text
 from asr_pe.io import read_jsonl
 from asr_pe.results_table import locate
@@ -72,7 +73,7 @@ METRICS = {"cer": ("char_errors", "ref_chars"), "wer": ("errors", "ref_words")}
 _MAX_ELEMENTS = 4_000_000      # draws x recordings per chunk of the bootstrap
 
 
-class InContextError(ValueError):
+class InContextError(UserError, ValueError):
     """The long set, its parts and the alone records do not fit together (named in the message)."""
 
 
@@ -283,7 +284,7 @@ def read_records(path: str | os.PathLike) -> list[dict]:
     line is an `InContextError` naming the file and line."""
     path = locate(path)
     if not path.is_file():
-        raise FileNotFoundError(f"per-utterance records not found: {path}")
+        raise MissingFileError(f"per-utterance records not found: {path}")
     out = []
     for lineno, rec in read_jsonl(path, InContextError):
         if not all(k in rec for k in ("id", "duration", "ref", "hyp")):
@@ -298,7 +299,7 @@ def read_parts(path: str | os.PathLike) -> dict[str, list[str]]:
     builders' ``sources.json``, or an archived parts file). Errors name the file (and line)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"parts file not found: {path}")
+        raise MissingFileError(f"parts file not found: {path}")
     out: dict[str, list[str]] = {}
     if path.suffix == ".jsonl":
         with open(path, encoding="utf-8") as f:
@@ -371,10 +372,12 @@ def result_markdown(res: InContextResult) -> str:
 
 
 def write_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, parts: Mapping[str, Sequence],
-                     *, alone_set: str, n_boot: int = 1000) -> InContextResult:
+                     *, alone_set: str, n_boot: int = 1000,
+                     inputs: Mapping[str, Any] | None = None) -> InContextResult:
     """`set_in_context` of two evaluated sets, written beside the long set's results:
-    ``in_context.json`` (pooled numbers, the alone set's name, per-recording counts) and
-    ``in_context.md``, atomically."""
+    ``in_context.json`` (pooled numbers, the alone set's name, per-recording counts, and
+    ``inputs``: result folder name -> the identity of the result it was computed from,
+    `asr_pe.evaluation.identity.result_identity`) and ``in_context.md``, atomically."""
     from asr_pe.io import atomic_write_json, atomic_write_text
 
     res = set_in_context(long_dir, alone_dir, parts, n_boot=n_boot)
@@ -386,7 +389,8 @@ def write_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, 
     atomic_write_json(long_dir / "in_context.json", {
         "alone_set": alone_set, "metric": res.metric, "whole": number(res.whole), "alone": number(res.alone),
         "ratio": number(res.ratio), "ci_low": number(res.ci_low), "ci_high": number(res.ci_high),
-        "n_boot": res.n_boot, "rows": [r.__dict__ for r in res.rows]}, indent=1)
+        "n_boot": res.n_boot, **({"inputs": dict(inputs)} if inputs else {}),
+        "rows": [r.__dict__ for r in res.rows]}, indent=1)
     atomic_write_text(long_dir / "in_context.md", result_markdown(res))
     return res
 

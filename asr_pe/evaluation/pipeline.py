@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from asr_pe.errors import ConfigError, MissingFileError
 from asr_pe.data.dataset import ASRDataset, collate
 from asr_pe.data.manifest import ManifestError, Utterance, read_manifest
 from asr_pe.data.sampler import DurationBucketSampler
@@ -57,6 +58,7 @@ from asr_pe.evaluation.buckets import (
 )
 from asr_pe.evaluation.coverage import check_scored_every_utterance
 from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
+from asr_pe.evaluation.identity import check_result_owner, forget_in_context, result_identity
 from asr_pe.evaluation.input_checks import check_eval_inputs
 from asr_pe.evaluation.provenance import checkpoint_record
 from asr_pe.evaluation.reuse import SETTINGS, Reuse, decoding_settings, stale_reason
@@ -77,6 +79,7 @@ from asr_pe.inference.remedies import (
 )
 from asr_pe.inference.run_loading import EVALUATE_ANOTHER, load_run, load_run_config
 from asr_pe.inference.transcribe import make_encode_fn
+from asr_pe.run_lock import run_lock
 from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, PER_UTT, find_checkpoint, pe_label, result_dir, result_name
 
 log = logging.getLogger(__name__)
@@ -98,25 +101,46 @@ class EmptyTestSetError(ManifestError):
 
 
 def resolve_test_sets(data_cfg: DictConfig, manifests: Mapping[str, Any]) -> dict[str, str]:
-    """``data.test``: null (every test set of the corpus), a name, a path, or a list/mapping."""
+    """``data.test``: null (every test set of the corpus), a name, a path, or a list/mapping.
+
+    A set's results live in ``eval/<name>``, so a name stands for one manifest: a path is named
+    by its file stem, and a stem that is already the name of another file (another selected
+    manifest, or one of the corpus's test sets) is refused rather than let one set's results
+    replace the other's; ``data.test={name: path}`` names it."""
     sel = data_cfg.get("test")
     if sel is None:
         return dict(manifests["test"])
+    corpus = dict(manifests["test"])
     if isinstance(sel, (DictConfig, Mapping)):
-        return {str(k): str(v) for k, v in sel.items()}
-    items = [sel] if isinstance(sel, str) else list(sel)
-    out = {}
-    for item in items:
-        if item in manifests["test"]:
-            out[item] = manifests["test"][item]
-        elif Path(item).exists():
-            out[Path(item).stem] = str(item)
-        else:
-            raise FileNotFoundError(
-                f"data.test={item!r} is neither a test set of this corpus "
-                f"({sorted(manifests['test'])}) nor an existing manifest file"
-            )
+        chosen = [(str(k), str(v)) for k, v in sel.items()]
+    else:
+        chosen = []
+        for item in [sel] if isinstance(sel, str) else list(sel):
+            if item in corpus:
+                chosen.append((item, corpus[item]))
+            elif Path(item).exists():
+                chosen.append((Path(item).stem, str(item)))
+            else:
+                raise MissingFileError(
+                    f"data.test={item!r} is neither a test set of this corpus "
+                    f"({sorted(corpus)}) nor an existing manifest file"
+                )
+    out: dict[str, str] = {}
+    for name, path in chosen:
+        other = out.get(name) or corpus.get(name)
+        if other is not None and not _same_file(other, path):
+            raise ConfigError(
+                f"data.test: {path} would be scored as test set {name!r}, which is {other}; results are "
+                f"kept per name (eval/{name}), so give it another: data.test={{my_{name}:{path}}}")
+        out[name] = path
     return out
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve() or Path(a).samefile(b)
+    except OSError:
+        return False
 
 
 def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
@@ -124,7 +148,7 @@ def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
     out = {}
     for name, path in test_sets.items():
         if not Path(path).is_file():
-            raise FileNotFoundError(f"{path}: test manifest of test set {name!r} not found; run the recipe's "
+            raise MissingFileError(f"{path}: test manifest of test set {name!r} not found; run the recipe's "
                                     "prepare stage first")
         utts = read_manifest(path)
         if not utts:
@@ -143,8 +167,18 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     ``corpus_manifests``: the run's corpus from its ``data`` config (`CorpusManifests`);
     ``reuse``: when given, a set whose result folder is complete and records the same checkpoint
     bytes and settings is not decoded again (`asr_pe.evaluation.reuse`; its rows are read back),
-    and the names decoded and reused are added to it; without it every set is decoded."""
+    and the names decoded and reused are added to it; without it every set is decoded.
+
+    The whole evaluation holds the run folder's lock (`asr_pe.run_lock`): one writer of
+    ``eval/`` at a time, so an ``evaluate.py`` started during training is refused instead of
+    replacing, later, the evaluation that followed training with an older checkpoint's."""
     run_dir = Path(run_dir)
+    with run_lock(run_dir):
+        return _evaluate_run(run_dir, cfg_overrides, device, corpus_manifests=corpus_manifests, reuse=reuse)
+
+
+def _evaluate_run(run_dir: Path, cfg_overrides, device, *, corpus_manifests: CorpusManifests,
+                  reuse: Reuse | None) -> dict[str, list[dict]]:
     over = OmegaConf.create(OmegaConf.to_container(cfg_overrides, resolve=True) if isinstance(cfg_overrides, DictConfig)
                             else dict(cfg_overrides or {}))
     cfg = load_run_config(run_dir)
@@ -177,6 +211,8 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
                                         remedy=remedy_label(remedies), train_length_s=train_s,
                                         device=device)
                 for name, path in test_sets.items()}
+    for name, path in test_sets.items():  # every set checked before the first is decoded
+        check_result_owner(result_dir(run_dir, name, suffix), path, recorded[name])
     to_decode = list(test_sets)
     results = {}
     if reuse is not None:
@@ -202,7 +238,9 @@ def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictCon
     # set's decoding and this step would otherwise leave the ratio of its earlier decoding)
     for long, (alone, parts) in in_context_pairs(test_utts, test_sets).items():
         ic = write_in_context(result_dir(run_dir, long, suffix), result_dir(run_dir, alone, suffix),
-                              parts, alone_set=alone, n_boot=int(settings["n_boot"]))
+                              parts, alone_set=alone, n_boot=int(settings["n_boot"]),
+                              inputs={result_name(s, suffix): result_identity(result_dir(run_dir, s, suffix))
+                                      for s in (long, alone)})
         print(f"[asr_pe] {long}: in-context ratio {ic.ratio:.2f}x [{ic.ci_low:.2f}, {ic.ci_high:.2f}] "
               f"(whole {ic.whole:.2f} % / alone on {alone} {ic.alone:.2f} %, {len(ic.rows)} recordings)")
     return {name: results[name] for name in (result_name(n, suffix) for n in test_sets)}
@@ -265,6 +303,9 @@ def _decode_sets(run_dir: Path, cfg: DictConfig, settings: Mapping[str, Any], de
             rows = bucket_table(records, edges, n_boot=int(settings["n_boot"]), seed=0)
             out = result_dir(run_dir, name, suffix)
             out.mkdir(parents=True, exist_ok=True)
+            # an in-context ratio computed from this set's earlier result is no longer right: gone
+            # until both of its sets are evaluated together again
+            forget_in_context(run_dir, result_name(name, suffix))
             # buckets.meta.json is written last: until then the folder reads as incomplete, so a
             # kill while the other files are replaced never leaves the earlier record beside them
             (out / BUCKETS_META).unlink(missing_ok=True)

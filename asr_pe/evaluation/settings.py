@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from asr_pe.errors import UserError
 from asr_pe.evaluation.buckets import resolve_edges
 from asr_pe.inference.full_context import resolve_block_size
 from asr_pe.inference.remedies import RemedyError, parse_remedies
@@ -28,7 +29,7 @@ EVAL_DEFAULTS: dict[str, Any] = OmegaConf.to_container(
     OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "eval" / "default.yaml"))
 
 
-class EvalSettingsError(ValueError):
+class EvalSettingsError(UserError, ValueError):
     """A bad ``eval.*`` setting (unknown key, bad edges, block size, mode, suffix or number)."""
 
 

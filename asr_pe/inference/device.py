@@ -12,10 +12,12 @@ import re
 
 import torch
 
+from asr_pe.errors import UserError
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
-class DeviceError(ValueError):
+class DeviceError(UserError, ValueError):
     """A ``device`` setting that is not auto/cpu/cuda[:N], or a GPU that torch cannot use."""
 
 

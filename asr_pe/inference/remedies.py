@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from asr_pe.errors import UserError
 from asr_pe.models.positional.rope import RoPE, RopeScaling
 from asr_pe.run_folder import run_info_path
 
@@ -36,7 +37,7 @@ ROPE_SCALINGS = {"rope_pi": "pi", "rope_ntk": "ntk", "rope_yarn": "yarn"}
 REMEDIES = ("window", "logit_scale", *ROPE_SCALINGS)
 
 
-class RemedyError(ValueError):
+class RemedyError(UserError, ValueError):
     """A remedy spec that cannot apply; the message names the spec and what to do."""
 
 

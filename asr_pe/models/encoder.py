@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from asr_pe.errors import UserError
 from .attention import MultiHeadAttention, make_pad_mask
 from .positional import AttentionPE, PositionalEncoding, build_positional
 
@@ -152,7 +153,7 @@ class Encoder(nn.Module):
             layer.attn.logit_scale_keys = None if train_frames is None else int(train_frames)
 
 
-class EncoderConfigError(ValueError):
+class EncoderConfigError(UserError, ValueError):
     """An encoder setting that cannot work; the message names the config key."""
 
 

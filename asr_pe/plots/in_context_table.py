@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable
 
+from asr_pe.errors import MissingFileError
 from asr_pe.evaluation.in_context import (InContextResult, parts_of_set, pooled_in_context,
                                           set_in_context)
 from asr_pe.evaluation.length_ratio import length_ratio_ci
@@ -118,7 +119,7 @@ def in_context_table(paths: Iterable[str | os.PathLike], *, long_set: str = "lon
     results = label_in_context(paths, long_set=long_set, alone_set=alone_set, parts_path=parts_path,
                                metric=metric, n_boot=n_boot, seed=seed)
     if not results:
-        raise FileNotFoundError(f"no run under the given paths has per-utterance scores of eval/{long_set} "
+        raise MissingFileError(f"no run under the given paths has per-utterance scores of eval/{long_set} "
                                 f"and eval/{alone_set} with known parts (pass the parts file)")
     short = {s.label: s for s in aggregate(load_runs(paths, alone_set)[0], metric)} if ref_bucket else {}
     m = metric.upper()

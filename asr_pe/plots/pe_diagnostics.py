@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
+from asr_pe.errors import UserError
 from asr_pe.io import atomic_path
 from asr_pe.models.positional import build_positional
 from asr_pe.models.positional.base import ATTENTION_PES, INPUT_PES, AttentionPE, InputPE
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-class DiagnosticsError(RuntimeError):
+class DiagnosticsError(UserError, RuntimeError):
     """A PE cannot be drawn (e.g. an expected public method is missing)."""
 
 

@@ -42,6 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from asr_pe.errors import MissingFileError
 from asr_pe.evaluation.buckets import read_bucket_csv
 from asr_pe.evaluation.length_ratio import difference_ci, length_ratio_ci
 from asr_pe.results_table import locate
@@ -180,7 +181,7 @@ def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str
         if (run_dir / ATTENTION_CSV).is_file():
             per_label[run_label(read_run_info(run_dir))].append(read_attention_stats(run_dir))
     if not per_label:
-        raise FileNotFoundError(f"no run under the given paths has {ATTENTION_CSV}")
+        raise MissingFileError(f"no run under the given paths has {ATTENTION_CSV}")
 
     def mean(label: str, bucket: str, key: str) -> float:
         vals = [st[bucket][key] for st in per_label[label] if bucket in st]
@@ -337,7 +338,7 @@ def remedy_table(paths: Iterable[str | os.PathLike], *, short_set: str = "test",
         for remedy, short, long in _remedy_results(run_dir, short_set, long_set):
             groups[(pe, remedy)].append((short, long))
     if not groups:
-        raise FileNotFoundError(f"no run under the given paths has eval/{short_set}/buckets.csv")
+        raise MissingFileError(f"no run under the given paths has eval/{short_set}/buckets.csv")
 
     def series(results: list[RunResult]) -> LabelSeries:
         return aggregate([RunResult(r.run_dir, r.info, r.test_set, r.rows) for r in results], "cer")[0]

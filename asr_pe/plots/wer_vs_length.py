@@ -45,6 +45,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from asr_pe.errors import MissingFileError, UserError
 from asr_pe.evaluation.buckets import ALL_LABEL, atomic_write_text, read_bucket_csv
 from asr_pe.io import atomic_path
 from asr_pe.results_table import expand_run_paths, locate, logical_path
@@ -63,7 +64,7 @@ CSV_KEYS = ("label", "pe", "loss", "encoder", "remedy", "seed", "test_set", "buc
             "cer_ci_low", "cer_ci_high", "run_dir")
 
 
-class RunDirError(ValueError):
+class RunDirError(UserError, ValueError):
     """A run directory that cannot be read (bad run_info.json, no matching eval folder)."""
 
 
@@ -152,7 +153,7 @@ def find_run_dirs(paths: Iterable[str | os.PathLike]) -> list[Path]:
         elif archived:
             found.extend(real for _, real in archived)
         elif not p.exists():
-            raise FileNotFoundError(f"no such run or sweep directory: {p}")
+            raise MissingFileError(f"no such run or sweep directory: {p}")
         else:
             raise RunDirError(f"{p}: not a directory")
     return list(dict.fromkeys(found))           # a run reached twice counts once

@@ -17,25 +17,7 @@ from collections.abc import Callable
 from hydra.errors import HydraException
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from asr_pe.data.audio import AudioError
-from asr_pe.data.manifest import ManifestError
-from asr_pe.data.tokenizer import TokenizerError
-from asr_pe.errors import ConfigError
-from asr_pe.evaluation.settings import EvalSettingsError
-from asr_pe.inference.device import DeviceError
-from asr_pe.models.encoder import EncoderConfigError
-from asr_pe.models.positional import UnknownPEError
-from asr_pe.models.positional.learned import PositionLimitError
-
-from .resume import ResumeError
-from .run_dir import PreparedDataMismatch, ResumeConflict
-from .run_lock import RunInUseError
-from .slurm import SlurmLayoutError
-from .stops import NonFiniteConfigError, TrainingStopped
-
-USER_ERRORS = (ManifestError, AudioError, TokenizerError, UnknownPEError, FileNotFoundError, FileExistsError,
-               SlurmLayoutError, DeviceError, EvalSettingsError, EncoderConfigError, NonFiniteConfigError,
-               ResumeError, ResumeConflict, PreparedDataMismatch, RunInUseError, ConfigError, PositionLimitError)
+from asr_pe.errors import UserError
 
 
 def print_error(message: str) -> None:
@@ -47,29 +29,25 @@ def print_error(message: str) -> None:
 
 @contextlib.contextmanager
 def friendly_errors():
-    """Print ``error: <message>`` and exit 2 for bad input (a required ``???`` setting not given
-    included), and the `TrainingStopped` exit code (143 for SIGTERM, 3 for divergence) for a
-    training that ended early; ASR_PE_DEBUG=1 shows the traceback.
+    """Print ``error: <message>`` and exit with the error's ``exit_code`` for every
+    `asr_pe.errors.UserError`: 2 for bad input (a required ``???`` setting not given included),
+    143 / 3 for a training stopped by SIGTERM / diverged (`asr_pe.training.stops`);
+    ASR_PE_DEBUG=1 shows the traceback.
 
     Exiting here, inside the Hydra task, keeps Hydra from adding its "Error executing job" line."""
     try:
         yield
-    except USER_ERRORS as e:
+    except UserError as e:  # bad input (exit 2), or a training stopped early (143 SIGTERM, 3 diverged)
         if os.environ.get("ASR_PE_DEBUG"):
             raise
         logging.getLogger("asr_pe").debug("user error", exc_info=True)
         print_error(str(e))
-        sys.exit(2)
+        sys.exit(e.exit_code)
     except MissingMandatoryValue as e:  # a required setting (``run: ???``) not given on the command line
         if os.environ.get("ASR_PE_DEBUG"):
             raise
         print_error(_command_line_error(e))
         sys.exit(2)
-    except TrainingStopped as e:  # stopped by a signal or diverged: not bad input, its own exit code
-        if os.environ.get("ASR_PE_DEBUG"):
-            raise
-        print_error(str(e))
-        sys.exit(e.exit_code)
 
 
 def _raised_in(code, tb) -> bool:

@@ -143,14 +143,12 @@ def check_trainer(trainer: Mapping[str, Any]) -> None:
     if accelerator not in accelerators:
         raise ConfigError(f"trainer.accelerator={accelerator}: choose one of {', '.join(accelerators)}")
     if "precision" in trainer:
-        # Lightning's own list of precision flags (a private helper; its ValueError lists them)
-        from lightning.fabric.connector import _convert_precision_to_unified_args
+        # Lightning's own list of precision flags (a private helper, fenced in lightning_private.py)
+        from .lightning_private import precision_flag_error
 
-        try:
-            _convert_precision_to_unified_args(trainer["precision"])
-        except ValueError as e:
-            allowed = str(e).split("Allowed precision values:")[-1].strip()
-            raise ConfigError(f"trainer.precision={trainer['precision']!r}: choose one of {allowed}") from None
+        allowed = precision_flag_error(trainer["precision"])
+        if allowed is not None:
+            raise ConfigError(f"trainer.precision={trainer['precision']!r}: choose one of {allowed}")
     if accelerator in GPU_ACCELERATORS and not torch.cuda.is_available():
         raise ConfigError(f"trainer.accelerator={accelerator}: torch sees no CUDA GPU (torch.cuda.is_available() is "
                           "False); use trainer.accelerator=cpu (or trainer=cpu) or auto")
@@ -172,11 +170,68 @@ def check_train_config(cfg: DictConfig) -> None:
     pe_list = _pe_list_from_command_line()
     if pe_list is not None:
         check_pe_combination(*pe_list)
+    check_added_keys(cfg)
     check_optim(_plain(cfg.optim))
     check_trainer(_plain(cfg.trainer))
     check_decode_settings(_plain(cfg.get("decode")) or {}, ctc_weight=float(cfg.loss.get("ctc_weight", 1.0)))
     if cfg.get("eval_after_train", True):
         eval_settings(None, cfg.get("eval"))  # eval.mode=bogus: now, not after training
+
+
+def _flat_keys(node: Any, prefix: str = "") -> list[str]:
+    if isinstance(node, Mapping):
+        out = []
+        for k, v in node.items():
+            out += [f"{prefix}{k}", *_flat_keys(v, f"{prefix}{k}.")]
+        return out
+    return []
+
+
+def _target_params(cfg: DictConfig, section: str) -> set[str]:
+    """The keyword names the ``_target_`` of ``section`` takes (a corpus builder's options)."""
+    target = OmegaConf.select(cfg, f"{section}._target_", default=None)
+    if not target:
+        return set()
+    try:
+        from hydra.utils import get_method
+
+        return set(inspect.signature(get_method(str(target))).parameters)
+    except Exception:  # an unresolvable target is instantiate's error to report, later
+        return set()
+
+
+def added_keys_from_command_line() -> list[str]:
+    """The keys the command line added with ``+key=value`` (Hydra refuses a plain override of a key
+    the config lacks, so ``+`` is how a typo gets in)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+    except ImportError:  # pragma: no cover - hydra is a dependency
+        return []
+    if not HydraConfig.initialized():
+        return []
+    parsed = OverridesParser.create().parse_overrides(list(HydraConfig.get().overrides.task))
+    return [o.key_or_group for o in parsed if o.is_add() and not o.key_or_group.startswith("hydra")]
+
+
+def check_added_keys(cfg: DictConfig, added: list[str] | None = None) -> None:
+    """Every ``+key`` of the command line must be a setting something reads: ``trainer.*`` keys
+    are checked against ``lightning.Trainer`` (`check_trainer`), a ``_target_``'s section (the
+    corpus: ``data.corpus.*``) against its signature; any other added key is unknown to every
+    part of the toolkit and would be accepted silently (``+optim.lr_typo=1``), so it is one error
+    naming it and the closest setting of the composed config."""
+    added = added_keys_from_command_line() if added is None else added
+    known = [k for k in _flat_keys(_plain(cfg)) if k not in added]
+    for key in added:
+        section, _, leaf = key.rpartition(".")
+        if section == "trainer" or (section and leaf in _target_params(cfg, section)):
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        prefix = f"{section}." if section else ""
+        options = sorted(k for k in known if k.startswith(prefix) and "." not in k[len(prefix):])
+        hint = (f"did you mean {close[0]}?" if close
+                else f"the settings of {section or 'the config'} are {', '.join(options) or 'none'}")
+        raise ConfigError(f"+{key}: not a setting of this config (nothing would read it); {hint}")
 
 
 def check_resume_checkpoint(ckpt: str | Path | None) -> None:
@@ -187,5 +242,5 @@ def check_resume_checkpoint(ckpt: str | Path | None) -> None:
                              "or start a fresh run")
 
 
-__all__ = ["check_optim", "check_pe_combination",
+__all__ = ["check_added_keys", "check_optim", "check_pe_combination",
            "check_resume_checkpoint", "check_train_config", "check_trainer", "pe_stage"]

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 import torch
 from omegaconf import DictConfig
 
+from asr_pe.errors import UserError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_LOADER_TIMEOUT_S = 600.0  # data.loader_timeout_s when a config predates the key
@@ -110,7 +112,7 @@ def end_loader_workers() -> int:
     return len(stuck)
 
 
-class LoaderTimeoutError(RuntimeError):
+class LoaderTimeoutError(UserError, RuntimeError):
     """A DataLoader worker handed over no batch within ``data.loader_timeout_s``."""
 
 

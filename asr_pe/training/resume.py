@@ -25,6 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from asr_pe.errors import FolderTakenError, UserError
 from asr_pe.io import atomic_write_json
 from asr_pe.run_folder import RESUMES, RUN_CONTENT, checkpoint_dir, config_path, eval_done
 
@@ -38,7 +39,7 @@ _ABSENT = object()
 EVERYTHING = "*"   # a command line whose keys cannot be listed (a global-package group such as experiment=)
 
 
-class ResumeError(ValueError):
+class ResumeError(UserError, ValueError):
     """A start that cannot go on as asked (bad ``resume``, nothing to resume, a folder in use)."""
 
 
@@ -175,7 +176,7 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
         used = holds_run(run_dir)
         if used:
             what = f"a checkpoint ({found[0].name})" if found else ", ".join(used)
-            raise FileExistsError(
+            raise FolderTakenError(
                 f"{run_dir} already holds a run ({what}); pass resume=true to continue it "
                 f"or choose another run_dir")
     if resume is True and found is None:
@@ -186,7 +187,7 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
         raise ResumeError(
             f"cannot resume {run_dir}: it has a checkpoint but no config.yaml, so the settings the "
             f"checkpoint was trained with are unknown; restore config.yaml or start a new run_dir")
-    if has_config and resume is not False:
+    if found is not None and resume is not False:  # a folder that never trained has no identity yet
         check_resume_compatible(run_dir, cfg)
     if found is None:
         return StartPlan()

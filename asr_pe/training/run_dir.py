@@ -9,11 +9,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from asr_pe.errors import UserError
 from asr_pe.io import atomic_write_json
 from asr_pe.run_folder import CONFIG, DATA_READY, HYDRA, PREPARED_FILES, config_path, has_checkpoints
 
 # Sections that define the model and its data; a resumed run must not change them.
 MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
+# Top-level keys that name the run in every table (run_info.json: its seed and its study arm):
+# fixed at the first start, or a resume would relabel a trained run
+IDENTITY_KEYS = ("seed", "arm")
 # Keys of those sections that only say how batches are loaded, not what they hold: a run may
 # resume with other values (e.g. a study moved from one 2-thread run with a feature worker to
 # two 1-thread runs without one).
@@ -48,7 +52,7 @@ def hydra_output_subdir(output_dir: str) -> str:
     return f"{HYDRA}/{sub}"
 
 
-class ResumeConflict(ValueError):
+class ResumeConflict(UserError, ValueError):
     """A resume that would change what the run's model is or what it trains on."""
 
 
@@ -71,6 +75,11 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
             value = {k: v for k, v in value.items() if k not in FREE_ON_RESUME.get(key, ())}
         return without_nulls(value)
 
+    for key in IDENTITY_KEYS:
+        if (saved.get(key) or None) != (now.get(key) or None):
+            raise ResumeConflict(
+                f"cannot resume {run_dir}: {key}={now.get(key)!r} differs from the run's {key}={saved.get(key)!r} "
+                f"(config.yaml); a run keeps the identity it was started with: start a new run_dir for another {key}")
     for key in MODEL_SECTIONS:
         if section(saved, key) != section(now, key):
             raise ResumeConflict(
@@ -87,7 +96,7 @@ def data_key(cfg: DictConfig) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-class PreparedDataMismatch(ValueError):
+class PreparedDataMismatch(UserError, ValueError):
     """The run folder's tokenizer / CMVN were made for other data settings than the config's."""
 
 

@@ -35,12 +35,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from asr_pe.errors import UserError
+
 log = logging.getLogger(__name__)
 
 RESTART_COUNT_VAR = "SLURM_RESTART_COUNT"  # set by SLURM in a requeued (restarted) batch job
 
 
-class SlurmLayoutError(ValueError):
+class SlurmLayoutError(UserError, ValueError):
     """The SLURM job's tasks do not match the trainer's devices x nodes."""
 
 

@@ -22,8 +22,11 @@ reports in one line with its own exit code, before any evaluation and without ``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import signal
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from asr_pe.errors import UserError
 from .epoch_boundaries import EpochCountsAfterResume, make_resumable
 
 log = logging.getLogger(__name__)
@@ -40,7 +44,7 @@ log = logging.getLogger(__name__)
 NONFINITE_DEFAULTS = {"max_fraction": 0.2, "grace_steps": 50, "max_consecutive": 100}
 
 
-class TrainingStopped(RuntimeError):
+class TrainingStopped(UserError, RuntimeError):
     """Training ended without a finished model; ``exit_code`` is what ``train.py`` exits with."""
 
     exit_code = 1
@@ -54,7 +58,7 @@ class TrainingDiverged(TrainingStopped):
     exit_code = 3
 
 
-class NonFiniteConfigError(ValueError):
+class NonFiniteConfigError(UserError, ValueError):
     """A bad ``nonfinite.*`` setting."""
 
 
@@ -142,14 +146,49 @@ def stop_callbacks(cfg: Mapping[str, Any], last_ckpt: str | Path) -> list[Callba
     return [NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))), SaveOnSigterm(last_ckpt), EpochCountsAfterResume()]
 
 
+@contextlib.contextmanager
+def sigterm_stops(message: str):
+    """Inside the block a SIGTERM raises `TrainingInterrupted` (``message``; exit 143 with one
+    ``error:`` line) instead of Python's default, which ended the process silently: the evaluation
+    after training, which Lightning's handler no longer covers. Main thread only (a signal handler
+    can be set nowhere else); elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise TrainingInterrupted(message)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _what_was_saved(saver: SaveOnSigterm | None) -> str:
+    """What a resume continues from, as it is on disk: a stop inside a validation saves nothing, and
+    before the first step checkpoint there is nothing to continue (the old message promised one)."""
+    if saver is None:
+        return "no checkpoint saved by this stop"
+    if saver.saved_step is not None:
+        return f"step {saver.saved_step} saved to {saver.path}"
+    from .checkpoints import checkpoint_step  # reads the step without loading the weights
+
+    step = checkpoint_step(saver.path) if saver.path.is_file() else None
+    if step is None:
+        return ("it came during a validation before the first step checkpoint: nothing saved, a resume "
+                "starts again from step 0")
+    return f"it came during a validation: the last step checkpoint, step {step}, is kept"
+
+
 def fit_or_stop(trainer, module, **fit_kwargs) -> None:
     """``trainer.fit``, with a SIGTERM stop raised as `TrainingInterrupted` (see the module docstring)."""
     saver = next((c for c in trainer.callbacks if isinstance(c, SaveOnSigterm)), None)
     try:
         trainer.fit(module, **fit_kwargs)
     except SIGTERMException:
-        saved = (f"step {saver.saved_step} saved to {saver.path}" if saver is not None and saver.saved_step is not None
-                 else "the last step checkpoint is kept")
+        saved = _what_was_saved(saver)
         raise TrainingInterrupted(f"training stopped by SIGTERM at step {trainer.global_step} ({saved}); not "
                                   "evaluated, the run is not marked done: resume it with resume=auto") from None
     if trainer.received_sigterm:

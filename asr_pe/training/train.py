@@ -17,9 +17,11 @@ from asr_pe.evaluation.provenance import evaluated_checkpoint
 from asr_pe.run_folder import (
     LOGS,
     TENSORBOARD,
+    RUN_CONTENT,
     checkpoint_path,
     clear_eval_done,
     config_path,
+    has_checkpoints,
     mark_eval_done,
     pe_label,
     run_label,
@@ -36,13 +38,14 @@ from .config_checks import check_train_config
 from .data import ASRDataModule, prepare_run_data, resolve_manifests
 from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
 from .loader_deadline import end_loader_workers, loader_timeout_error
+from .lightning_private import check_lightning
 from .logs import conventional_logging
 from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import command_line_keys, parse_resume, plan_start, record_resume, resumed_config, settings_changed
 from .resume_optim import ApplyOptimSettings
-from .run_lock import hold_run_lock
+from asr_pe.run_lock import hold_run_lock
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
-from .stops import fit_or_stop, stop_callbacks
+from .stops import fit_or_stop, sigterm_stops, stop_callbacks
 from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
 
 log = logging.getLogger(__name__)
@@ -93,10 +96,14 @@ def resume_load_kwargs(trainer, ckpt) -> dict:
 def train(cfg: DictConfig) -> Path:
     """Train one model as configured; returns its run directory."""
     conventional_logging()
+    check_lightning()  # the private Lightning names the resume guarantees rely on: a tested version
     check_train_config(cfg)  # values that cannot work: one line now, not a traceback after data or training
     run_dir = resolve_run_dir(cfg)
     resume = requeue_resume(parse_resume(cfg.get("resume", False)))  # a requeued SLURM job continues its run
-    saved_cfg = OmegaConf.load(config_path(run_dir)) if resume is not False and config_path(run_dir).exists() else None
+    # the run's own config.yaml is the config of a run that has trained (a checkpoint): the config of
+    # a first start that failed before training is not replayed (a typo'd option would be, forever)
+    saved_cfg = (OmegaConf.load(config_path(run_dir))
+                 if resume is not False and config_path(run_dir).exists() and has_checkpoints(run_dir) else None)
     if saved_cfg is not None:  # resuming: the run's own config.yaml is the config
         cfg = resumed_config(cfg, run_dir, command_line_keys())
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -143,7 +150,31 @@ def train(cfg: DictConfig) -> Path:
             print(f"[asr_pe] resuming from {ckpt.name} (step {plan.step})"
                   + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changed.items())}" if changed else ""))
         write_config(run_dir, cfg)
+    try:
+        return _prepare_fit_evaluate(cfg, run_dir, trainer, plan, source, zero)
+    except BaseException as e:
+        if zero and ckpt is None and not has_checkpoints(run_dir) and not getattr(trainer, "fit_started", False):
+            _forget_first_start(run_dir)
+        raise
 
+
+def _forget_first_start(run_dir: Path) -> None:
+    """A first start that failed before training (bad data, a model that cannot be built) leaves
+    the folder as it found it, so the corrected command starts it (resume=false or auto) instead
+    of being refused by, or replaying, what this start wrote."""
+    import shutil
+
+    for name in RUN_CONTENT:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    log.info("the first start of %s failed before training: its files removed", run_dir)
+
+
+def _prepare_fit_evaluate(cfg: DictConfig, run_dir: Path, trainer, plan, source, zero: bool) -> Path:
+    ckpt = plan.checkpoint
     uses_ctc = float(cfg.loss.get("ctc_weight", 1.0)) > 0
     plain_cfg = OmegaConf.to_container(cfg, resolve=True)
     kwargs = model_kwargs(plain_cfg, vocab_size=1)
@@ -188,6 +219,7 @@ def train(cfg: DictConfig) -> Path:
         clear_eval_done(run_dir)  # training (more) makes an earlier evaluation stale
     try:
         # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
+        trainer.fit_started = True  # from here a failure leaves what it trained and logged (train() above)
         fit_or_stop(trainer, module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt is not None else None,
                     **resume_load_kwargs(trainer, ckpt))
     except RuntimeError as e:
@@ -205,9 +237,12 @@ def train(cfg: DictConfig) -> Path:
     if cfg.get("eval_after_train", True) and trainer.is_global_zero:
         from asr_pe.evaluation.pipeline import evaluate_run
 
-        results = evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
-                                                       "data": {"test": cfg.data.get("test")}},
-                               corpus_manifests=resolve_manifests)
+        stopped = (f"SIGTERM during the evaluation after training: trained to step {trainer.global_step} "
+                   "(last.ckpt), not evaluated, the run is not marked done: resume=auto evaluates it")
+        with sigterm_stops(stopped):  # a set cut short has no buckets.meta.json: it reads as not evaluated
+            results = evaluate_run(run_dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
+                                                           "data": {"test": cfg.data.get("test")}},
+                                   corpus_manifests=resolve_manifests)
         mark_eval_done(run_dir, list(results), checkpoint=evaluated_checkpoint(run_dir, list(results)))
     elif cfg.get("eval_after_train", True):
         # evaluate_run scores every utterance in this one process; the others have nothing to add

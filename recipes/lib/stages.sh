@@ -186,38 +186,26 @@ stage_train() {
   done
 }
 
-# Stage 5: evaluate.py on every set of `test_sets` whose results are missing or were computed from a
-# checkpoint that has changed since (a run resumed and trained further), per run: eval/<set>/
-# buckets.meta.json records the checkpoint's name and SHA-256 (python -m asr_pe.evaluation.provenance).
-# With eval_extra (other decoding settings) every set goes to evaluate.py with reuse=true, which
-# also compares the settings each result records.
+# Stage 5: evaluate.py on every set of `test_sets`, per run, with reuse=true: a set whose result
+# records this checkpoint's bytes and these settings (the run's own, or --eval_extra's) is read back,
+# any other (missing, an older checkpoint's, other settings' or half-written) is decoded
+# (asr_pe/evaluation/reuse.py). The question is never answered from the checkpoint alone: a call
+# without --eval_extra after one with it decodes the run's own settings again.
 stage_evaluate() {
   local -a sets todo
-  local pe run s stale
+  local pe run s
   mapfile -t sets < <(test_sets)
   [ "${#sets[@]}" -gt 0 ] || { echo "$0: stage 5: no test manifests in $manifest_dir (run stages 2-3)" >&2; exit 1; }
   check_test_sets "${sets[@]}"
   log "stage 5: evaluate on ${sets[*]}"
+  todo=()
+  for s in "${sets[@]}"; do todo+=("$manifest_dir/$s.jsonl"); done
   for pe in $pes; do
     run="$runs_dir/$pe"
     [ -d "$run" ] || { echo "$0: stage 5: $run missing (run stage 4)" >&2; exit 1; }
-    if [ -n "$eval_extra" ]; then
-      # settings other than the run's own: a result records the settings it was decoded with, and
-      # evaluate.py (reuse=true) reads back a set only when they and the checkpoint are the same
-      log "  $pe: evaluate ${sets[*]} with $eval_extra (reuse=true: sets already decoded so are kept)"
-      todo=()
-      for s in "${sets[@]}"; do todo+=("$manifest_dir/$s.jsonl"); done
-      # shellcheck disable=SC2086
-      run_child "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" reuse=true $eval_extra
-      continue
-    fi
-    stale="$("$PYTHON" -m asr_pe.evaluation.provenance "$run" "${sets[@]}")"
-    todo=()
-    while IFS= read -r s; do if [ -n "$s" ]; then todo+=("$manifest_dir/$s.jsonl"); fi; done <<< "$stale"
-    if [ "${#todo[@]}" -eq 0 ]; then log "  $pe: all test sets evaluated from the current checkpoint"; continue; fi
-    log "  $pe: evaluate ${stale//$'\n'/ } (no results, or results of an older checkpoint)"
-    # shellcheck disable=SC2086
-    run_child "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" $eval_extra
+    log "  $pe: evaluate ${sets[*]}${eval_extra:+ with $eval_extra} (reuse=true: results of this checkpoint and these settings are kept)"
+    # shellcheck disable=SC2086  # $eval_extra holds several overrides on purpose
+    run_child "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" reuse=true $eval_extra
   done
 }
 

@@ -31,8 +31,8 @@
 # then evaluates each finished run of --remedy_pes (default: the PEs the study found degrading,
 # rope sinusoidal t5 shaw relative) with every inference remedy of --remedies that applies to it
 # (rope_* only for rope) and with overlapping chunked inference (the reference), into
-# eval/<set>_<remedy>; a result already there is skipped unless it names a checkpoint whose bytes
-# have changed since (python -m asr_pe.evaluation.provenance), then it is evaluated again.
+# eval/<set>_<remedy>, with reuse=true: a result of this checkpoint's bytes and these settings is
+# read back, any other decoded again (asr_pe/evaluation/reuse.py).
 # --loss (stage 2) picks the head; runs are named <pe>_<loss>_s<seed>, so one study folder holds
 # the CTC and the seq2seq/hybrid studies side by side. Stage 3 archives every evaluated run but
 # reports only the runs of --loss, on the eval/ sets of --report_sets (a second decoding of the
@@ -186,9 +186,6 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
         || log "  FAILED $(basename "$run") attention statistics (see $run/eval/attention_stats.log)"
     fi
     [[ ",$remedy_pes," == *",$pe,"* ]] || continue
-    # the run's test sets (eval/done.json), whose remedy results' checkpoint records are checked below
-    run_sets=$("$PYTHON" -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1])).get("test_sets", [])))' \
-      "$run/eval/done.json")
     for remedy in $remedies; do
       case "$remedy" in rope_*) [ "$pe" = rope ] || continue ;; esac
       if [ "$remedy" = chunked ]; then
@@ -197,18 +194,8 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
         suffix=${remedy//+/_}; suffix=_$(tr -cd 'A-Za-z0-9_' <<< "${suffix//./p}")
         args=("eval.remedy=$remedy")
       fi
-      if [ -f "$run/eval/done$suffix.json" ]; then
-        # done, unless a result names a checkpoint whose bytes have changed since (a run resumed
-        # and trained further): python -m asr_pe.evaluation.provenance prints those sets
-        # shellcheck disable=SC2046
-        stale=$("$PYTHON" -m asr_pe.evaluation.provenance "$run" $(for s in $run_sets; do printf '%s ' "$s$suffix"; done))
-        [ -n "$stale" ] || continue
-        log "  $(basename "$run"): $remedy: results of an older checkpoint ($(echo $stale)), evaluating again"
-      else
-        log "  $(basename "$run"): $remedy"
-      fi
-      "$PYTHON" evaluate.py run="$run" "${args[@]}" > "$run/eval/remedy$suffix.log" 2>&1 \
-        && echo "{}" > "$run/eval/done$suffix.json" \
+      log "  $(basename "$run"): $remedy (reuse=true: results of this checkpoint and these settings are kept)"
+      "$PYTHON" evaluate.py run="$run" "${args[@]}" reuse=true > "$run/eval/remedy$suffix.log" 2>&1 \
         || log "  FAILED $(basename "$run") $remedy (see $run/eval/remedy$suffix.log)"
     done
   done

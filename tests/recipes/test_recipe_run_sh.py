@@ -24,10 +24,8 @@ LIBRI = REPO / "recipes" / "librispeech" / "run.sh"
 TED = REPO / "recipes" / "tedlium3" / "run.sh"
 
 # Every stand-in interpreter starts with this: `python -c` calls (recipes/python.sh's package check,
-# reading a config) and stage 5's question which results are missing or stale (the provenance
-# helper) go to the real interpreter and are not recorded.
-ANSWER_C = (f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
-            f'[ "$1 $2" = "-m asr_pe.evaluation.provenance" ] && exec {sys.executable} "$@"\n')
+# reading a config) go to the real interpreter and are not recorded.
+ANSWER_C = f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
 
 FAKE_PYTHON = ANSWER_C + """# Records each call; mimics the files the real scripts would leave behind.
 printf '%s\\n' "$*" >> "$FAKE_LOG"
@@ -186,24 +184,25 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     assert calls(log) == []
 
 
-def test_stage_5_with_other_settings_hands_every_set_to_evaluate_py_with_reuse(fake_python, tmp_path):
-    """Results record the settings they were decoded with, which only evaluate.py can compare: with
-    eval_extra every set goes to it with reuse=true (a set with this checkpoint and these settings
-    is read back, any other decoded), where the checkpoint question alone would call test-clean done
-    and keep the greedy numbers for a beam-search request."""
+def test_stage_5_hands_every_set_to_evaluate_py_with_reuse_with_or_without_other_settings(fake_python, tmp_path):
+    """Results record the settings they were decoded with, which only evaluate.py can compare: every
+    set goes to it with reuse=true (a set with this checkpoint and these settings is read back, any
+    other decoded). A call without --eval_extra after one with it must not take the beam numbers for
+    the run's own decoding: the old stage asked the checkpoint alone, found every set "evaluated
+    from the current checkpoint" and called nothing."""
     python, log = fake_python
     work, md, runs = work_with_manifests(tmp_path, ("test-clean", "test-clean_long"))
     evaluated(runs / "rope", "test-clean")
     evaluated(runs / "rope", "test-clean_long")
+    sets = f"data.test=['{md}/test-clean.jsonl','{md}/test-clean_long.jsonl']"
     out = run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
               "--eval_extra", "decode.method=beam device=cpu", python=python, env={"FAKE_LOG": str(log)})
-    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/rope data.test=['{md}/test-clean.jsonl','{md}/test-clean_long.jsonl']"
-                          " reuse=true decode.method=beam device=cpu"]
+    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/rope {sets} reuse=true decode.method=beam device=cpu"]
     assert "rope: evaluate test-clean test-clean_long with decode.method=beam device=cpu" in out.stdout
-    log.unlink()  # without other settings: the checkpoint question, and nothing to do
-    out = run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
-              python=python, env={"FAKE_LOG": str(log)})
-    assert not log.exists() and "rope: all test sets evaluated from the current checkpoint" in out.stdout
+    log.unlink()  # without other settings: evaluate.py again, which decodes what beam search replaced
+    run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
+        python=python, env={"FAKE_LOG": str(log)})
+    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/rope {sets} reuse=true"]
 
 
 def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python, tmp_path):
@@ -215,47 +214,11 @@ def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python
         python=python, env={"FAKE_LOG": str(log)})
     sets = ["dev", "dev_talks", "test", "test_long", "test_talks"]
     listed = ",".join(f"'{md}/{s}.jsonl'" for s in sets)
-    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/cape data.test=[{listed}]"]
+    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/cape data.test=[{listed}] reuse=true"]
     # a missing run is an error that names the stage to run
     failed = run(TED, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
                  python=python, env={"FAKE_LOG": str(log)}, check=False)
     assert failed.returncode == 1 and "run stage 4" in failed.stderr
-
-
-def test_stage_5_evaluates_again_what_an_older_checkpoint_scored(fake_python, tmp_path):
-    """A run stopped half-way, evaluated on the long-form set by stage 5, then resumed and finished
-    (train.py scored test-clean from the new checkpoint): the long-form numbers are the half-trained
-    model's, and stage 5 redoes them. Results without a checkpoint record are redone too."""
-    python, log = fake_python
-    work, md, runs = work_with_manifests(tmp_path, ("test-clean", "test-clean_long"))
-    evaluated(runs / "rope", "test-clean_long", checkpoint=b"half-trained")  # best.ckpt: half-trained
-    (runs / "rope" / "checkpoints" / "best.ckpt").write_bytes(b"trained")   # ... then trained further
-    evaluated(runs / "rope", "test-clean", checkpoint=b"trained")
-    evaluated(runs / "none", "test-clean_long")
-    evaluated(runs / "none", "test-clean")
-    (runs / "none" / "eval" / "test-clean" / "buckets.meta.json").write_text("{}")  # written before records
-    evaluated(runs / "cape", "test-clean", name="last.ckpt")
-    evaluated(runs / "cape", "test-clean_long", name="last.ckpt")
-    out = run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "none rope cape",
-              python=python, env={"FAKE_LOG": str(log)})
-    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/none data.test=['{md}/test-clean.jsonl']",
-                          f"{REPO}/evaluate.py run={runs}/rope data.test=['{md}/test-clean_long.jsonl']"]
-    assert "rope: evaluate test-clean_long (no results, or results of an older checkpoint)" in out.stdout
-    assert "cape: all test sets evaluated from the current checkpoint" in out.stdout
-    # the checkpoint a result names is gone (e.g. the run folder was replaced): evaluated again
-    (runs / "cape" / "checkpoints" / "last.ckpt").unlink()
-    log.unlink()
-    run(LIBRI, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "cape",
-        python=python, env={"FAKE_LOG": str(log)})
-    assert calls(log) == [f"{REPO}/evaluate.py run={runs}/cape data.test=['{md}/test-clean.jsonl','{md}/test-clean_long.jsonl']"]
-
-
-# The real runs below are the recipes' smoke runs (run.sh --smoke: conf/experiment/*_smoke.yaml) on
-# fixtures whose audio spells the transcripts, shortened to what the fixture needs to learn.
-SMOKE_EXTRA = "trainer.max_steps=150 trainer.enable_progress_bar=false"
-# One intra-op thread: on a machine shared with other tests and jobs, torch's OpenMP threads spin
-# and wait on each other (a smoke step took 5-8 s with 2 threads on 2 busy cores, 0.4-0.9 s with 1).
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _assert_learned(run_dir: Path, test_set: str, max_cer: float) -> None:
@@ -364,7 +327,7 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     again = run(LIBRI, *args, timeout=300, env=ONE_THREAD)
     assert len(http_server.requests) == requests, "stage 0 downloaded again"
     assert "already downloaded" in again.stdout
-    assert "none: done" in again.stdout and "rope: all test sets evaluated" in again.stdout
+    assert "none: done" in again.stdout and again.stdout.count("decoded 0 sets, reused 2") == 2
     assert _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted")) == kept
 
     # a corrupt download is refused by the mirror's checksums, naming the archive
@@ -540,7 +503,7 @@ def test_synth_stage_2_trains_an_arm_with_its_own_pe_and_seed_lists(tmp_path):
     assert calls(log) == [f"train.py -m experiment=synth_remedy_concat hydra.sweep.dir={study} pe=rope seed=1 loss=ctc"]
 
 
-def test_synth_stage_3_evaluates_each_remedy_that_applies_once(tmp_path):
+def test_synth_stage_3_hands_each_remedy_that_applies_to_evaluate_py_with_reuse(tmp_path):
     import json
 
     exe = tmp_path / "fake_python"
@@ -557,35 +520,24 @@ def test_synth_stage_3_evaluates_each_remedy_that_applies_once(tmp_path):
             "window window:2.5 rope_yarn chunked", "--attention_seeds", "1")
     run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
     rope, sin = study / "rope_ctc_s0", study / "sinusoidal_ctc_s0"
-    assert calls(log) == [
-        f"evaluate.py run={rope} eval.remedy=window", f"evaluate.py run={rope} eval.remedy=window:2.5",
-        f"evaluate.py run={rope} eval.remedy=rope_yarn", f"evaluate.py run={rope} eval.mode=chunked eval.suffix=_chunked",
-        f"evaluate.py run={sin} eval.remedy=window", f"evaluate.py run={sin} eval.remedy=window:2.5",
-        f"evaluate.py run={sin} eval.mode=chunked eval.suffix=_chunked"]  # alibi: not listed; t5: not evaluated
-    assert (rope / "eval" / "done_window2p5.json").exists()  # the folder name evaluate.py gives it
-    for run_dir, suffixes in ((rope, ("_window", "_window2p5", "_rope_yarn", "_chunked")),
-                              (sin, ("_window", "_window2p5", "_chunked"))):  # what evaluate.py left
-        for suffix in suffixes:
-            for test_set in ("test", "longform"):
-                evaluated(run_dir, test_set + suffix)
+    remedy_calls = [
+        f"evaluate.py run={rope} eval.remedy=window reuse=true", f"evaluate.py run={rope} eval.remedy=window:2.5 reuse=true",
+        f"evaluate.py run={rope} eval.remedy=rope_yarn reuse=true",
+        f"evaluate.py run={rope} eval.mode=chunked eval.suffix=_chunked reuse=true",
+        f"evaluate.py run={sin} eval.remedy=window reuse=true", f"evaluate.py run={sin} eval.remedy=window:2.5 reuse=true",
+        f"evaluate.py run={sin} eval.mode=chunked eval.suffix=_chunked reuse=true"]  # alibi: not listed; t5: not evaluated
+    assert calls(log) == remedy_calls
     log.unlink()
+    # again: every remedy goes to evaluate.py again, whose reuse=true reads back what this checkpoint
+    # and these settings already scored (asr_pe/evaluation/reuse.py; tests/evaluation/test_evaluate_run.py)
+    # and decodes the rest: the recipe never decides from the checkpoint alone
     run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
-    assert not log.exists(), "a remedy already evaluated is not evaluated again"
-    # rope trained further: its remedy results name a checkpoint whose bytes changed; redone
-    (rope / "checkpoints" / "best.ckpt").write_bytes(b"trained further")
-    out = run(SYNTH, *args, python=str(exe), env={"FAKE_LOG": str(log)})
-    assert calls(log) == [
-        f"evaluate.py run={rope} eval.remedy=window", f"evaluate.py run={rope} eval.remedy=window:2.5",
-        f"evaluate.py run={rope} eval.remedy=rope_yarn", f"evaluate.py run={rope} eval.mode=chunked eval.suffix=_chunked"]
-    assert "rope_ctc_s0: window: results of an older checkpoint (test_window longform_window)" in out.stdout
-    for suffix in ("_window", "_window2p5", "_rope_yarn", "_chunked"):  # evaluate.py's new results
-        for test_set in ("test", "longform"):
-            evaluated(rope, test_set + suffix, checkpoint=b"trained further")
+    assert calls(log) == remedy_calls
     log.unlink()
     # attention statistics of the seed-0 runs (by default), once: the fake leaves no CSV, so the
     # call is repeated until one exists
     run(SYNTH, *args[:-2], "--remedies", "window", python=str(exe), env={"FAKE_LOG": str(log)})
-    got = calls(log)
+    got = [c for c in calls(log) if "attention_vs_length" in c]
     assert got == [f"scripts/attention_vs_length.py run={study / f'{pe}_ctc_s0'} per_bucket=3 "
                    f"out={study / f'{pe}_ctc_s0' / 'attention_stats'}" for pe in ("alibi", "rope", "sinusoidal")]
     for pe in ("alibi", "rope", "sinusoidal"):
@@ -593,7 +545,7 @@ def test_synth_stage_3_evaluates_each_remedy_that_applies_once(tmp_path):
         (study / f"{pe}_ctc_s0" / "attention_stats" / "attention_stats.csv").write_text("x\n")
     log.unlink()
     run(SYNTH, *args[:-2], "--remedies", "window", python=str(exe), env={"FAKE_LOG": str(log)})
-    assert not log.exists()
+    assert not [c for c in calls(log) if "attention_vs_length" in c]
 
 
 def test_synth_stage_0_builds_the_demo_and_the_study_corpus(tmp_path):

@@ -5,7 +5,6 @@ what a folder in use or already used refuses, what a killed run leaves behind.""
 from __future__ import annotations
 
 import csv
-import fcntl
 import json
 import os
 import re
@@ -73,9 +72,9 @@ def one_line_error(r: subprocess.CompletedProcess, text: str) -> None:
 
 # --------------------------------------------------------------------------- refusals
 
-def bad_starts(tmp_path: Path) -> tuple[dict, int]:
+def bad_starts(tmp_path: Path) -> tuple[dict, subprocess.Popen]:
     """Five folders/arguments a start must refuse: {case: (overrides, message)}, and the
-    descriptor of a lock held on the fifth folder as a live train.py holds it."""
+    process holding the lock of the fifth folder as a live train.py holds it."""
     empty = tmp_path / "empty"
     orphan = tmp_path / "orphan"           # a checkpoint whose config.yaml is gone
     (orphan / "checkpoints").mkdir(parents=True)
@@ -86,15 +85,20 @@ def bad_starts(tmp_path: Path) -> tuple[dict, int]:
     (used / "tokenizer.json").write_text("{}")
     busy = tmp_path / "busy"
     busy.mkdir()
-    lock = os.open(busy / ".lock", os.O_RDWR | os.O_CREAT)
-    os.write(lock, b"pid 1 on the test\n")
-    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a live train.py holds it
+    # held by another process, as a live train.py holds it (a record lock: this process' own would
+    # not conflict with the train() called in it)
+    lock = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(busy / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "os.write(fd, b'pid 1 on the test\\n'); fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "print('held', flush=True); time.sleep(600)")], stdout=subprocess.PIPE, text=True)
+    assert lock.stdout.readline().strip() == "held"
     return {
         "no": (["resume=no", f"run_dir={tmp_path / 'never'}"], "resume='no' is not one of true, false, auto"),
         "true_empty": (["resume=true", f"run_dir={empty}"], "holds no checkpoint to continue from"),
         "orphan": (["resume=auto", f"run_dir={orphan}"], "no config.yaml"),
         "used": ([f"run_dir={used}"], "already holds a run (config.yaml, tokenizer.json); pass resume=true"),
-        "busy": (["resume=auto", f"run_dir={busy}"], "is in use by another train.py (pid 1 on the test)"),
+        "busy": (["resume=auto", f"run_dir={busy}"], "is in use by another process (pid 1 on the test)"),
     }, lock
 
 
@@ -118,7 +122,8 @@ def test_bad_starts_are_refused_before_any_work(tmp_path):
             with pytest.raises(Exception, match=re.escape(text)):
                 train(compose_train([*args, *QUICK]))
     finally:
-        os.close(lock)
+        lock.kill()
+        lock.wait()
     assert_untouched(tmp_path)
 
 
@@ -134,7 +139,8 @@ def test_bad_starts_are_one_line_errors_of_train_py(tmp_path):
             out, err = procs[k].communicate(timeout=300)
             one_line_error(subprocess.CompletedProcess([], procs[k].returncode, out, err), text)
     finally:
-        os.close(lock)
+        lock.kill()
+        lock.wait()
     assert_untouched(tmp_path)
 
 
@@ -241,7 +247,7 @@ def test_a_killed_run_resumes_alone_and_logs_each_step_once(tiny_corpus, tmp_pat
     try:
         wait_for(lambda: last.exists() and step_of(last) >= 4, 300, "a checkpoint at step 4", first, log1)
         r = train_py(*args[:-1], "trainer.max_steps=12", "resume=true", cwd=tmp_path)
-        one_line_error(r, "is in use by another train.py (pid %d" % first.pid)
+        one_line_error(r, "is in use by another process (pid %d (train.py)" % first.pid)
     finally:
         first.kill()  # kill -9: no handler runs
         first.wait()

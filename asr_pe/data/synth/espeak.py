@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from asr_pe.errors import UserError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -53,7 +55,7 @@ _SynthCallback = ctypes.CFUNCTYPE(
 )
 
 
-class EspeakError(RuntimeError):
+class EspeakError(UserError, RuntimeError):
     """espeak-ng could not be loaded, initialised, or asked to speak."""
 
 

@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from asr_pe.errors import UserError
 from asr_pe.data.audio import load_audio
 from asr_pe.data.longform_sets import estimate_background, join_recording
 from asr_pe.data.manifest import Utterance, write_manifest
@@ -105,7 +106,7 @@ BACKGROUND_UTTERANCES = 256
 _UTTERANCE_FIELDS = ("seed", "num_speakers", "rate_jitter", "pitch_jitter", "sample_rate")
 
 
-class LadderError(ValueError):
+class LadderError(UserError, ValueError):
     """The ladder cannot be built as asked (rungs that do not nest, bad sizes)."""
 
 

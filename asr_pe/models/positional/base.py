@@ -18,6 +18,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
+from asr_pe.errors import UserError
+
 
 class InputPE(nn.Module):
     """Input-stage PE: ``forward(x (B, T, D), lengths (B,)) -> (B, T, D)``."""
@@ -121,7 +123,7 @@ def register_attention_pe(name: str) -> Callable[[type[AttentionPE]], type[Atten
     return deco
 
 
-class UnknownPEError(ValueError):
+class UnknownPEError(UserError, ValueError):
     pass
 
 

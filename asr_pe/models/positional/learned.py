@@ -18,13 +18,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from asr_pe.errors import UserError
 from .base import InputPE, register_input_pe
 from .sinusoidal import resolve_xscale
 
 POLICIES = ("error", "clamp", "wrap")
 
 
-class PositionLimitError(ValueError):
+class PositionLimitError(UserError, ValueError):
     """An input is longer than a learned table and the policy is ``error``."""
 
 
