@@ -2,7 +2,7 @@
 
     python score.py --manifest exp/tedlium3/manifests/test_long.jsonl --hyp whisper/test_long.jsonl \\
         --out exp/tedlium3/external/whisper [--format auto|jsonl|text|ctm] [--text-key pred_text] \\
-        [--label NAME] [--missing error|empty] [--extra error|ignore] [--n-boot 1000] [--no-plot]
+        [--label NAME] [--missing error|empty] [--extra error|ignore] [--channel A] [--n-boot 1000] [--no-plot]
 
 Writes <out>/eval/<test set>/{per_utt.jsonl,buckets.csv,buckets.md,buckets.meta.json} and
 <out>/run_info.json, so scripts/plot_wer_vs_length.py plots <out> beside the recipe's runs, and
@@ -10,6 +10,10 @@ Writes <out>/eval/<test set>/{per_utt.jsonl,buckets.csv,buckets.md,buckets.meta.
 manifest records its recordings' parts, scored after the set holding those parts, also gets
 <out>/eval/<long set>/in_context.{json,md} (the in-context ratio). Hypothesis formats, id
 checks and CTM handling: asr_pe/evaluation/external_scoring.py.
+
+<out> is the system's own folder: a trained run's folder (config.yaml, checkpoints/) or any folder
+whose run_info.json score.py did not write is refused (one error line, exit 2, nothing written),
+since its run_info.json and eval/ results would be replaced.
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="an utterance without a hypothesis: an error, or scored as empty (all deletions)")
     parser.add_argument("--extra", choices=("error", "ignore"), default="error",
                         help="a hypothesis id not in the manifest: an error, or ignored (a file of several sets)")
+    parser.add_argument("--channel", default=None,
+                        help="CTM only: score the words of this channel (e.g. A) and leave the others out; without "
+                             "it a recording with words on two channels is an error")
     parser.add_argument("--edges", type=_edges, default=DOUBLING,
                         help=f"bucket edges: {DOUBLING} (0, 2, 4, 8, ... s, as evaluate.py) or e.g. 0,5,10,20")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap draws per bucket (as evaluate.py)")
@@ -63,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, folder = score_hypotheses(
             args.manifest, args.hyp, args.out, fmt=args.format, text_key=args.text_key, test_set=args.test_set,
             label=args.label, edges=args.edges, n_boot=args.n_boot, missing=args.missing, extra=args.extra,
-            train_max_duration=args.train_max_duration)
+            train_max_duration=args.train_max_duration, channel=args.channel)
     except (HypothesisError, ManifestError, FileNotFoundError, ValueError) as e:
         if os.environ.get("ASR_PE_DEBUG"):
             raise

@@ -20,12 +20,20 @@ Hypothesis formats (`read_hypotheses`):
 - ``text`` (Kaldi/ESPnet/icefall): ``<utt-id> <words...>``; an id alone on its line is an empty
   hypothesis.
 - ``ctm`` (NIST): ``<recording> <channel> <start> <duration> <word> [<confidence>]``; ``;;``
-  lines are comments. A recording's words are joined in order of start time. The recording field
-  is an utterance id (times relative to the utterance) or a recording id of the Kaldi export
-  (`asr_pe.data.kaldi_export.recording_ids`; times in the recording, as Kaldi's ``get_ctm.sh``
-  writes them through ``segments``): such a word belongs to the utterance whose span holds its
-  midpoint. A CTM cannot spell an empty hypothesis, so an utterance without words is one;
-  words in no utterance's span are counted and reported (they cannot be scored per utterance).
+  lines are comments. The recording field is an utterance id (times relative to the utterance)
+  or a recording id of the Kaldi export (`asr_pe.data.kaldi_export.recording_ids`; times in the
+  recording, as Kaldi's ``get_ctm.sh`` writes them through ``segments``): such a word belongs to
+  the utterance whose span holds its midpoint (sclite's rule). A CTM cannot spell an empty
+  hypothesis, so an utterance without words is one; words in no utterance's span are counted and
+  reported (they cannot be scored per utterance).
+
+  A CTM is one decoding, sorted by recording, channel and start time (sclite's input format), and
+  a channel is one side of a recording (``A``/``B`` of a telephone call; Kaldi writes ``1``),
+  which a manifest of mono (downmixed) audio cannot tell apart. So a recording with words on two
+  channels is an error unless ``channel`` picks one (the other channels' lines are counted and
+  left out), and a word that starts before the previous word of its recording and channel, or
+  before that word's middle (two decodings of the same speech), is an error naming the line:
+  scored, either would count a correct transcript as errors.
 
 Ids: an utterance of the manifest without a hypothesis is an error (`HypothesisError`) unless
 ``missing="empty"`` (then it is scored as empty, all deletions, and counted); a hypothesis whose
@@ -60,12 +68,13 @@ from asr_pe.evaluation.buckets import (
     write_bucket_files,
     write_per_utt,
 )
+from asr_pe.errors import ConfigError
 from asr_pe.evaluation.scoring import score_record
 from asr_pe.io import atomic_write_text, read_jsonl
-from asr_pe.run_folder import PER_UTT, eval_dir, result_dir, run_info_path
+from asr_pe.run_folder import CHECKPOINTS, CONFIG, PER_UTT, eval_dir, result_dir, run_info_path
 
 __all__ = ["FORMATS", "HypothesisError", "Hypotheses", "read_hypotheses", "guess_format", "match_hypotheses",
-           "score_hypotheses", "score_in_context"]
+           "score_hypotheses", "score_in_context", "check_system_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +84,7 @@ _NEMO_PRED_KEY = "pred_text"
 _QUOTED = 5
 
 
-class HypothesisError(ValueError):
+class HypothesisError(ConfigError):
     """A bad hypothesis file or a mismatch with the manifest; the message names the file (and line)."""
 
 
@@ -89,6 +98,8 @@ class Hypotheses:
     text: dict[str, str] = field(default_factory=dict)
     line_of: dict[str, int] = field(default_factory=dict)
     ctm_words: dict[str, list[tuple[float, float, str]]] = field(default_factory=dict)  # id -> (start, dur, word)
+    ctm_channel: str | None = None      # the one CTM channel scored (None: the file must hold one per recording)
+    ctm_other_channel_lines: int = 0    # lines of other channels left out
 
 
 def guess_format(path: str | os.PathLike) -> str:
@@ -143,31 +154,87 @@ def _read_text(path: str) -> Hypotheses:
     return hyps
 
 
-def _read_ctm(path: str) -> Hypotheses:
-    hyps = Hypotheses(path, "ctm")
+def _ctm_line(path: str, line_no: int, line: str) -> tuple[str, str, float, float, str]:
+    """(recording, channel, start, duration, word) of one CTM line."""
+    fields = line.split()
+    if len(fields) not in (5, 6):
+        raise HypothesisError(f"{path}:{line_no}: a CTM line has 5 or 6 fields "
+                              f"(<recording> <channel> <start> <duration> <word> [<confidence>]), "
+                              f"got {len(fields)}")
+    try:
+        start, dur = float(fields[2]), float(fields[3])
+    except ValueError:
+        raise HypothesisError(f"{path}:{line_no}: start and duration must be numbers, got "
+                              f"{fields[2]!r} {fields[3]!r}") from None
+    if not (math.isfinite(start) and math.isfinite(dur)) or dur < 0:
+        raise HypothesisError(f"{path}:{line_no}: bad start/duration {fields[2]} {fields[3]}")
+    return fields[0], fields[1], start, dur, fields[4]
+
+
+def _check_one_channel(path: str, line_no: int, rec: str, chan: str, first: dict[str, tuple[str, int]]) -> None:
+    """A recording's words come from one channel; ``first``: recording -> (its channel, first line)."""
+    chan0, line0 = first.setdefault(rec, (chan, line_no))
+    if chan != chan0:
+        raise HypothesisError(
+            f"{path}:{line_no}: recording {rec!r} has words on channel {chan!r} and on channel {chan0!r} (line "
+            f"{line0}); a CTM channel is one side of a recording, which the manifest's mono audio cannot tell "
+            f"apart: pass --channel {chan0} (or {chan}) to score one side")
+
+
+def _check_time_order(path: str, line_no: int, rec: str, chan: str, start: float, dur: float,
+                      previous: dict[tuple[str, str], tuple[float, float, int]]) -> None:
+    """A channel's words follow each other in time; ``previous``: (recording, channel) -> the last
+    word's (start, duration, line). Going back, or starting before the last word's middle, is a
+    second decoding of the same speech in the file (or an unsorted one)."""
+    last = previous.get((rec, chan))
+    previous[(rec, chan)] = (start, dur, line_no)
+    if last is None:
+        return
+    start0, dur0, line0 = last
+    if start < start0:
+        raise HypothesisError(
+            f"{path}:{line_no}: recording {rec!r} channel {chan!r} goes back in time ({start:g} s after {start0:g} s "
+            f"at line {line0}): a CTM holds one decoding sorted by recording, channel and start time, so this is a "
+            f"second decoding appended or an unsorted file; score each decoding on its own, or sort the file "
+            f"(sort -k1,1 -k2,2 -k3,3n) if it holds one")
+    if start < start0 + dur0 / 2:
+        raise HypothesisError(
+            f"{path}:{line_no}: recording {rec!r} channel {chan!r}: the word at {start:g} s starts before the middle "
+            f"of the word at {start0:g} s ({dur0:g} s long, line {line0}): two decodings of the same speech in one "
+            f"file; score each decoding on its own")
+
+
+def _read_ctm(path: str, channel: str | None = None) -> Hypotheses:
+    hyps = Hypotheses(path, "ctm", ctm_channel=channel)
+    first: dict[str, tuple[str, int]] = {}
+    previous: dict[tuple[str, str], tuple[float, float, int]] = {}
+    seen: set[str] = set()
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip() or line.lstrip().startswith(";;"):
                 continue
-            fields = line.split()
-            if len(fields) not in (5, 6):
-                raise HypothesisError(f"{path}:{line_no}: a CTM line has 5 or 6 fields "
-                                      f"(<recording> <channel> <start> <duration> <word> [<confidence>]), "
-                                      f"got {len(fields)}")
-            try:
-                start, dur = float(fields[2]), float(fields[3])
-            except ValueError:
-                raise HypothesisError(f"{path}:{line_no}: start and duration must be numbers, got "
-                                      f"{fields[2]!r} {fields[3]!r}") from None
-            if not (math.isfinite(start) and math.isfinite(dur)) or dur < 0:
-                raise HypothesisError(f"{path}:{line_no}: bad start/duration {fields[2]} {fields[3]}")
-            hyps.ctm_words.setdefault(fields[0], []).append((start, dur, fields[4]))
-            hyps.line_of.setdefault(fields[0], line_no)
+            rec, chan, start, dur, word = _ctm_line(path, line_no, line)
+            seen.add(chan)
+            if channel is not None and chan != channel:
+                hyps.ctm_other_channel_lines += 1
+                continue
+            _check_one_channel(path, line_no, rec, chan, first)
+            _check_time_order(path, line_no, rec, chan, start, dur, previous)
+            hyps.ctm_words.setdefault(rec, []).append((start, dur, word))
+            hyps.line_of.setdefault(rec, line_no)
+    if channel is not None and channel not in seen and seen:
+        # every utterance would be scored as empty: 100 % deletions instead of an answer
+        raise HypothesisError(f"{path}: no word on channel {channel!r} (the file's channels: "
+                              f"{', '.join(sorted(seen))}); pass one of them to --channel")
+    if hyps.ctm_other_channel_lines:
+        log.info("%s: %d line(s) of channels other than %r left out", path, hyps.ctm_other_channel_lines, channel)
     return hyps
 
 
-def read_hypotheses(path: str | os.PathLike, fmt: str = "auto", text_key: str | None = None) -> Hypotheses:
-    """Read a hypothesis file (module docstring); ``fmt="auto"`` guesses from the file name."""
+def read_hypotheses(path: str | os.PathLike, fmt: str = "auto", text_key: str | None = None,
+                    channel: str | None = None) -> Hypotheses:
+    """Read a hypothesis file (module docstring); ``fmt="auto"`` guesses from the file name;
+    ``channel``: the one CTM channel to score."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise HypothesisError(f"{path}: hypothesis file not found")
@@ -176,10 +243,12 @@ def read_hypotheses(path: str | os.PathLike, fmt: str = "auto", text_key: str | 
         raise HypothesisError(f"hypothesis format {fmt!r}: choose one of {FORMATS}")
     if text_key is not None and fmt != "jsonl":
         raise HypothesisError(f"{path}: --text-key applies to JSONL hypotheses only (format {fmt})")
+    if channel is not None and fmt != "ctm":
+        raise HypothesisError(f"{path}: --channel applies to CTM hypotheses only (format {fmt})")
     try:
         if fmt == "jsonl":
             return _read_jsonl(path, text_key)
-        return _read_text(path) if fmt == "text" else _read_ctm(path)
+        return _read_text(path) if fmt == "text" else _read_ctm(path, channel)
     except UnicodeDecodeError as e:
         raise HypothesisError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
@@ -255,44 +324,63 @@ def match_hypotheses(utts: Sequence[Utterance], hyps: Hypotheses, *, missing: st
               "empty_hypotheses": sum(not h.strip() for h in out), "extra_ignored": len(unknown)}
     if hyps.format == "ctm":
         counts["ctm_words_outside_utterances"] = outside
+        if hyps.ctm_channel is not None:
+            counts.update(ctm_channel=hyps.ctm_channel, ctm_lines_other_channels=hyps.ctm_other_channel_lines)
     return out, counts
+
+
+def check_system_folder(out_dir: Path, label: str) -> None:
+    """``out_dir`` may receive a system's results: not a trained run's folder (its run_info.json,
+    with pe, loss, seed and data report, and its eval/ results would be replaced), and not the
+    folder of another scored system."""
+    held = [name for name in (CONFIG, CHECKPOINTS) if (out_dir / name).exists()]
+    if held:
+        raise HypothesisError(f"--out {out_dir}: a trained run's folder (it holds {' and '.join(held)}), whose "
+                              f"run_info.json and eval/ results score.py would replace; give the system its own "
+                              f"--out folder")
+    info_path = run_info_path(out_dir)
+    if not info_path.is_file():
+        return
+    try:
+        old = json.loads(info_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        old = None
+    if not isinstance(old, dict) or old.get("system") != "external":
+        raise HypothesisError(f"{info_path}: not written by score.py (no \"system\": \"external\"): a run's folder, "
+                              f"whose run_info.json score.py would replace; give the system its own --out folder")
+    if old.get("label") != label:  # another test set scored earlier into the same folder: one label
+        raise HypothesisError(f"{info_path}: this folder holds system {old.get('label')!r}; give --label "
+                              f"{old.get('label')!r} or another --out for {label!r}")
 
 
 def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                      fmt: str = "auto", text_key: str | None = None, test_set: str | None = None,
                      label: str | None = None, edges: Sequence[float] | str = DOUBLING, n_boot: int = 1000,
-                     missing: str = "error", extra: str = "error", train_max_duration: float | None = None
-                     ) -> tuple[list[dict], Path]:
+                     missing: str = "error", extra: str = "error", train_max_duration: float | None = None,
+                     channel: str | None = None) -> tuple[list[dict], Path]:
     """Score ``hyp_path`` against ``manifest``; write ``<out_dir>/eval/<test set>/``; returns (rows, folder).
 
     ``test_set`` defaults to the manifest's name without ``.jsonl``; ``label`` (the legend of the
     plots) to ``out_dir``'s name. ``train_max_duration``: the system's longest training input, the
-    plots' reference bucket (unknown for most published models: leave it None)."""
+    plots' reference bucket (unknown for most published models: leave it None). ``channel``: the
+    one CTM channel to score. A trained run's folder is refused before anything is read."""
     manifest, out_dir = Path(manifest), Path(out_dir)
+    label = label or out_dir.resolve().name
+    check_system_folder(out_dir, label)
     test_set = test_set or manifest.name.removesuffix(".jsonl")
     utts = read_manifest(manifest)
     if not utts:
         raise HypothesisError(f"{manifest}: the manifest has no utterances")
     resolve_edges(edges, [])  # bad edges fail before the hypothesis file is read
-    hyps = read_hypotheses(hyp_path, fmt, text_key)
+    hyps = read_hypotheses(hyp_path, fmt, text_key, channel)
     texts, counts = match_hypotheses(utts, hyps, missing=missing, extra=extra)
     # float32 durations: what evaluate.py's data loader hands its scoring (same buckets at the edges)
     records = [score_record(u.id, float(np.float32(u.duration)), u.text, h) for u, h in zip(utts, texts)]
     resolved = resolve_edges(edges, [r["duration"] for r in records])
     rows = bucket_table(records, resolved, n_boot=n_boot, seed=0)
-    label = label or out_dir.resolve().name
-    info_path = run_info_path(out_dir)
     info = {"label": label, "system": "external", "pe": None, "loss": None, "encoder": None, "seed": None,
             "train_max_duration": train_max_duration}
-    if info_path.is_file():  # another test set scored earlier into the same system folder: keep one label
-        try:
-            old = json.loads(info_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            old = None
-        if isinstance(old, dict) and old.get("system") == "external" and old.get("label") != label:
-            raise HypothesisError(f"{info_path}: this folder holds system {old.get('label')!r}; give --label "
-                                  f"{old.get('label')!r} or another --out for {label!r}")
-    atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(run_info_path(out_dir), json.dumps(info, indent=2, sort_keys=True) + "\n")
     folder = result_dir(out_dir, test_set)
     meta = {"system": label, "test_set": test_set, "manifest": str(manifest), "hypotheses": str(hyp_path),
             "format": hyps.format, **({"text_key": text_key} if text_key else {}),

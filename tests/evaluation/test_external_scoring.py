@@ -6,6 +6,10 @@
   words imply; an empty hypothesis is all deletions;
 - a missing id, an extra id, a duplicate id, a malformed line and a NeMo output without
   --text-key are one ``error:`` line naming the file (and line), exit 2;
+- a CTM with two channels of a recording (NIST's A/B sides) is refused unless --channel picks
+  one, and a recording whose words go back in time or overlap (two decodings in one file) is an
+  error naming the line;
+- a trained run's folder as --out is refused and left byte for byte as it was;
 - the Kaldi data directory of a TED-LIUM-like set (segments of one talk) and of long-form
   recordings, and its ``text`` scored back against the manifest gives 0 errors.
 """
@@ -13,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,11 +92,12 @@ def test_ctm_at_utterance_and_recording_level(tmp_path, talk_set):
     rec = kaldi_export.recording_ids(utts)
     assert rec == {"TalkA-0001": "TalkA", "TalkA-0002": "TalkA", "TalkA-0003": "TalkA",
                    "test_long_0000": "test_long_0000"}
+    # sorted by recording, channel and start time, as sclite reads a CTM (and Kaldi's scoring sorts it)
     ctm = (";; a comment line\n"
-           "TalkA 1 5.60 0.2 mat 0.9\n"     # recording times: 2nd segment spans 5.0-8.0
-           "TalkA 1 5.10 0.2 on\n"
-           "TalkA 1 5.30 0.2 the\n"
            "TalkA 1 0.60 0.3 the\nTalkA 1 1.00 0.3 cat\n"   # 1st segment 0.5-2.0
+           "TalkA 1 5.10 0.2 on\n"                          # recording times: 2nd segment spans 5.0-8.0
+           "TalkA 1 5.30 0.2 the\n"
+           "TalkA 1 5.60 0.2 mat 0.9\n"
            "TalkA 1 25.0 0.3 applause\n"                    # in no segment: counted, not scored
            "test_long_0000 1 0.1 0.2 a\n")                  # utterance level; 3rd segment: no words
     per, _ = _score(tmp_path, manifest, ctm, "hyp.ctm")
@@ -288,3 +294,124 @@ def test_a_long_set_with_parts_gets_the_in_context_ratio_of_the_same_system(tmp_
     whole = {r["id"]: r for r in ic["rows"]}
     assert sorted(whole) == ["r1", "r2"]
     assert ic["ratio"] == pytest.approx((2 + 1) / (1 + 1))  # r1: "abd dx" vs "abc de" = 2 edits
+
+
+# ----------------------------------------------------------------------------- issue 43: CTM channels and decodings, --out
+
+@pytest.fixture
+def call_set(tmp_path):
+    """A two-sided telephone call (NIST's CTM example, recording 7654) in the manifest as one mono
+    recording whose reference is side A's words, and a TED-LIUM-like segment."""
+    call = _wav(tmp_path / "audio" / "7654.wav", 20.0)
+    talk = _wav(tmp_path / "audio" / "TalkA.wav", 30.0)
+    utts = [Utterance("7654", call, 20.0, "yes you can as", 0.0, "7654"),
+            Utterance("TalkA-0001", talk, 1.5, "the cat sat", 0.5, "TalkA")]
+    manifest = tmp_path / "calls.jsonl"
+    write_manifest(manifest, utts)
+    return manifest
+
+
+# sclite's CTM example (SCTK doc/infmts.htm): each side of the call is a channel, sorted by
+# recording, channel and start time; and an utterance-level line as Kaldi's get_ctm.sh writes it
+NIST_TWO_SIDES = (";;\n;;  Comments follow ';;'\n;;\n"
+                  "7654 A 11.34 0.2  YES -6.763\n7654 A 12.00 0.34 YOU -12.384530\n"
+                  "7654 A 13.30 0.5  CAN 2.806418\n7654 A 17.50 0.2  AS 0.537922\n"
+                  "7654 B 1.34 0.2  I -6.763\n7654 B 2.00 0.34 CAN -12.384530\n"
+                  "7654 B 3.40 0.5  ADD 2.806418\n7654 B 7.00 0.2  AS 0.537922\n"
+                  "TalkA-0001 A 0.10 0.30 the\nTalkA-0001 A 0.45 0.30 cat\nTalkA-0001 A 0.80 0.40 sat\n")
+
+
+def test_a_ctm_with_two_channels_of_a_recording_scores_one_when_asked(tmp_path, call_set, capsys):
+    """Both sides of the call joined by time would be scored against side A's reference (the old
+    code: 'i can add as yes you can as', 4 insertions); one error names the first line of the
+    second channel, and --channel A scores side A alone, counting what it left out."""
+    hyp = tmp_path / "call.ctm"
+    hyp.write_text(NIST_TWO_SIDES)
+    base = ["--manifest", call_set, "--hyp", hyp, "--out", tmp_path / "sys", "--no-plot", "--n-boot", "10"]
+    rc, err = _cli(base, capsys)
+    assert rc == 2 and err.startswith(f"error: {hyp}:8: recording '7654' has words on channel 'B' and on channel "
+                                      "'A' (line 4)") and "--channel A" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "sys").exists()
+    rc, err = _cli([*base, "--channel", "A"], capsys)
+    assert rc == 0, err
+    per = {r["id"]: r for r in read_per_utt(tmp_path / "sys" / "eval" / "calls" / "per_utt.jsonl")}
+    assert per["7654"]["hyp"] == "YES YOU CAN AS" and sum(r["errors"] for r in per.values()) == 0
+    meta = json.loads((tmp_path / "sys" / "eval" / "calls" / "buckets.meta.json").read_text())
+    assert meta["ctm_channel"] == "A" and meta["ctm_lines_other_channels"] == 4
+    rc, err = _cli([*base, "--channel", "1"], capsys)      # no word on it: every utterance would be empty
+    assert rc == 2 and "no word on channel '1' (the file's channels: A, B)" in err
+    text = tmp_path / "text"
+    text.write_text("7654 yes you can as\nTalkA-0001 the cat sat\n")
+    rc, err = _cli(["--manifest", call_set, "--hyp", text, "--out", tmp_path / "sys", "--no-plot", "--channel", "A"],
+                   capsys)
+    assert rc == 2 and "--channel applies to CTM hypotheses only" in err
+
+
+def test_a_ctm_holding_two_decodings_is_an_error_naming_the_line(tmp_path, talk_set):
+    """Two decodings of the same test set in one file (``cat a.ctm b.ctm``), scored, double every
+    word: 100 % WER for a perfect system. Appended, the recording goes back in time; sorted
+    (``sort -k1,1 -k2,2 -k3,3n``), its words overlap. Either is one error naming the line."""
+    manifest, _ = talk_set
+    one = ("TalkA 1 0.60 0.30 the\nTalkA 1 1.00 0.30 cat\nTalkA 1 1.40 0.30 sat\n"
+           "TalkA 1 5.10 0.20 on\nTalkA 1 5.30 0.20 the\nTalkA 1 5.60 0.20 mat\nTalkA 1 5.90 0.30 today\n"
+           "TalkA 1 10.2 0.20 and\nTalkA 1 10.5 0.20 then\nTalkA 1 10.8 0.20 it\nTalkA 1 11.0 0.30 left\n"
+           "test_long_0000 1 0.10 0.20 a\ntest_long_0000 1 0.40 0.30 long\ntest_long_0000 1 0.80 0.20 one\n"
+           "test_long_0000 1 1.10 0.20 with\ntest_long_0000 1 1.40 0.30 five\ntest_long_0000 1 1.80 0.40 words\n")
+    per, rows = _score(tmp_path, manifest, one, "one.ctm")
+    assert rows[-1]["errors"] == 0                     # one decoding, right word for word
+    bad = tmp_path / "both.ctm"
+    bad.write_text(one + one)
+    with pytest.raises(HypothesisError, match=r"both.ctm:18: recording 'TalkA' channel '1' goes back in time "
+                                              r"\(0.6 s after 11 s at line 11\)"):
+        score_hypotheses(manifest, bad, tmp_path / "sys2", n_boot=10)
+    lines = sorted((one + one).splitlines(), key=lambda ln: (ln.split()[0], ln.split()[1], float(ln.split()[2])))
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(HypothesisError, match=r"both.ctm:2: recording 'TalkA' channel '1': the word at 0.6 s starts "
+                                              r"before the middle of the word at 0.6 s"):
+        score_hypotheses(manifest, bad, tmp_path / "sys2", n_boot=10)
+    assert not (tmp_path / "sys2").exists()
+
+
+def _trained_run(folder: Path) -> Path:
+    """A run folder as train.py leaves it (the files score.py would touch, with train.py's
+    run_info.json fields)."""
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "checkpoints" / "best.ckpt").write_bytes(b"weights")
+    (folder / "config.yaml").write_text("pe:\n  name: rope\nseed: 3\n")
+    (folder / "run_info.json").write_text(json.dumps(
+        {"arm": "", "data": "synth", "data_report": {"train_used": 7485}, "encoder": "transformer",
+         "label": "rope/ctc", "loss": "ctc", "parameters": 1792894, "pe": "rope", "remedy": "", "seed": 3,
+         "train_max_duration": 4.999625}, indent=2, sort_keys=True) + "\n")
+    (folder / "eval" / "test").mkdir(parents=True)
+    (folder / "eval" / "test" / "per_utt.jsonl").write_text('{"id": "TalkA-0001", "errors": 0}\n')
+    (folder / "eval" / "test" / "buckets.csv").write_text("bucket,cer\nall,1.0\n")
+    return folder
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("keep", [("config.yaml", "checkpoints", "run_info.json"), ("config.yaml",), ("checkpoints",),
+                                  ("run_info.json",)], ids=["trained_run", "config", "checkpoints", "run_info"])
+def test_score_py_refuses_a_trained_run_folder_and_writes_nothing(tmp_path, talk_set, capsys, keep):
+    """Defect 6: --out <a trained run> replaced its run_info.json (pe, loss, seed, data report) and
+    eval/test. A folder with config.yaml or checkpoints/, or with a run_info.json score.py did not
+    write (an archived run's folder), is refused: one error line, exit 2, not a byte changed."""
+    manifest, _ = talk_set
+    run = _trained_run(tmp_path / "runs" / "rope_ctc_s3")
+    for name in {"config.yaml", "checkpoints", "run_info.json"} - set(keep):
+        path = run / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    before = _tree(run)
+    hyp = tmp_path / "text"
+    hyp.write_text("TalkA-0001 the cat sat\nTalkA-0002 on the mat today\nTalkA-0003 and then it left\n"
+                   "test_long_0000 a long one with five words\n")
+    rc, err = _cli(["--manifest", manifest, "--hyp", hyp, "--out", run, "--test-set", "test", "--n-boot", "10"], capsys)
+    assert rc == 2 and err.startswith("error: ") and len(err.splitlines()) == 1 and "own --out folder" in err
+    assert _tree(run) == before
+    # a folder score.py wrote is scored into again (another test set of the same system)
+    system = tmp_path / "whisper"
+    assert _cli(["--manifest", manifest, "--hyp", hyp, "--out", system, "--no-plot", "--n-boot", "10"], capsys)[0] == 0
+    assert _cli(["--manifest", manifest, "--hyp", hyp, "--out", system, "--no-plot", "--n-boot", "10",
+                 "--test-set", "again"], capsys)[0] == 0
