@@ -17,17 +17,31 @@ checks do not depend on how a run's results are stored. `StudyData` caches them.
 
 Every number of a claim is compared; a claim fails when its template is missing or occurs more
 than once (make it longer), so an edited sentence cannot silently drop out of the check.
+
+Comparative words ("worse", "better", "like", "no better", "best", "degrades more") are checked
+with a paired interval (`supports`): A − B with its 95 % CI, from `StudyData.difference` (error
+rates), `StudyData.in_context_difference` (in-context ratios of the long-form set) or
+`StudyData.ladder_difference` (in-context ratios of a ladder rung). Those intervals resample the
+test utterances or recordings once per draw for every seed of both systems (paired), and never
+the seeds: they are CIs over the test audio for these trained models.
+
+The length ladder (`StudyData.ladder`) is read from its archived runs and the ladder's
+composition file (``ladder_composition``), through `run_ladder` / `pool_runs`, as
+`scripts/plot_dose_response.py` does.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from asr_pe.evaluation.in_context import read_parts
+import numpy as np
+
+from asr_pe.evaluation.in_context import InContextResult, read_parts
 from asr_pe.evaluation.length_ratio import difference_ci
 
 from .in_context_table import LabelInContext, label_in_context
@@ -35,7 +49,7 @@ from .study_summary import ratio_ci, read_attention_stats
 from .wer_vs_length import ALL_LABEL, LabelSeries, aggregate, load_runs
 
 __all__ = ["Claim", "Fact", "ClaimFailure", "StudyData", "check_claims", "number_pattern", "markdown_rows",
-           "LONG", "NUMBER"]
+           "LONG", "NUMBER", "paired_ratio_difference", "supports", "COMPARATIVES"]
 
 LONG = ALL_LABEL                                   # the long-form set's one bucket (every recording)
 NUMBER = r"([−+-]?\d+(?:\.\d+)?)"                  # a printed number; "−" is the report's minus sign
@@ -124,12 +138,65 @@ def markdown_rows(text: str) -> dict[str, list[str]]:
     return rows
 
 
+def paired_ratio_difference(a: Sequence[InContextResult], b: Sequence[InContextResult], *, metric: str = "cer",
+                            n_boot: int = 1000, seed: int = 0, ci: float = 0.95) -> tuple[float, float, float]:
+    """(ratio A − ratio B, CI low, CI high) of two systems' in-context ratios on the same recordings.
+
+    ``a``, ``b``: one result per seed of each system; each ratio is Σ_seeds Σ_r whole / Σ_seeds Σ_r
+    alone (`pooled_in_context`'s). Every draw resamples the recordings with replacement once and
+    applies the draw to every seed of both systems (paired: a recording's counts of A and B stay
+    together); the seeds are not resampled, so the CI is over the recordings for these trained
+    models. An error when the results hold different recordings."""
+    if not a or not b:
+        raise ValueError("need at least one result per system")
+    ids = [r.id for r in a[0].rows]
+    if any([r.id for r in res.rows] != ids for res in (*a, *b)):
+        raise ValueError("the two systems' results hold different recordings: no paired difference")
+    counts_a = np.array([[r.counts(metric)[:2] for r in res.rows] for res in a], dtype=float).sum(axis=0)  # (R, 2)
+    counts_b = np.array([[r.counts(metric)[:2] for r in res.rows] for res in b], dtype=float).sum(axis=0)
+    point = counts_a[:, 0].sum() / counts_a[:, 1].sum() - counts_b[:, 0].sum() / counts_b[:, 1].sum()
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(ids), size=(n_boot, len(ids)))                  # (draws, R)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = (counts_a[idx, 0].sum(1) / counts_a[idx, 1].sum(1)
+                - counts_b[idx, 0].sum(1) / counts_b[idx, 1].sum(1))
+    boot = boot[np.isfinite(boot)]
+    lo, hi = np.percentile(boot, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(point), float(lo), float(hi)
+
+
+# word -> what a paired interval (A − B, lo, hi; lower is better for error rates and ratios) must
+# show for "A is <word> than / like B"
+COMPARATIVES: dict[str, Callable[[float, float], bool]] = {
+    "worse": lambda lo, hi: lo > 0,             # A − B > 0 with its whole CI
+    "degrades more": lambda lo, hi: lo > 0,
+    "better": lambda lo, hi: hi < 0,
+    "degrades less": lambda lo, hi: hi < 0,
+    "like": lambda lo, hi: lo <= 0 <= hi,       # no difference the test audio can show
+    "no better": lambda lo, hi: hi >= 0,        # B not shown worse than A
+    "not more accurate": lambda lo, hi: hi >= 0,
+}
+
+
+def supports(word: str, interval: Sequence[float], what: str = "") -> list[str]:
+    """[] when the paired interval (A − B, lo, hi) supports "A is <word> B" (`COMPARATIVES`), else
+    one line saying why not. ``"best"``: pass one interval per rival, each must show A better."""
+    if word == "best":
+        return [e for iv in interval for e in supports("better", iv, what)]
+    _, lo, hi = interval
+    if COMPARATIVES[word](lo, hi):
+        return []
+    return [f"{what + ': ' if what else ''}'{word}' not supported by the paired interval "
+            f"{interval[0]:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
+
+
 @dataclass
 class StudyData:
     """Cached reads of a study's archived runs, addressed by run paths (``root/<folder>/<run>``)."""
     root: Path
     parts_path: Path | None = None
     n_boot: int = 1000
+    ladder_composition: Path | None = None      # the ladder's composition file (or built folder)
     _cache: dict = field(default_factory=dict, repr=False)
 
     def paths(self, folder: str, pe: str, seeds: Iterable[int], head: str = "ctc") -> tuple[str, ...]:
@@ -203,3 +270,44 @@ class StudyData:
         """A run's attention statistic (``local``, ``distance_s``, ``distance_frac``) in ``bucket``."""
         stats = self._memo(("attention", run), lambda: read_attention_stats(Path(run)))
         return stats[bucket][key]
+
+    def in_context_difference(self, a: Sequence[str], b: Sequence[str], long_set: str = "longform",
+                              alone_set: str = "test") -> tuple[float, float, float]:
+        """(in-context ratio A − B, CI low, CI high) on the long-form set: `paired_ratio_difference`
+        of the two systems' per-seed results."""
+        def compute():
+            ra, rb = self.in_context(a, long_set, alone_set), self.in_context(b, long_set, alone_set)
+            return paired_ratio_difference(ra.per_seed, rb.per_seed, n_boot=self.n_boot)
+        return self._memo(("in_context_difference", tuple(a), tuple(b), long_set, alone_set), compute)
+
+    # ------------------------------------------------------------------ the length ladder
+
+    def ladder_index(self) -> Mapping:
+        from asr_pe.data.synth.ladder import ladder_sets
+        if self.ladder_composition is None:
+            raise ValueError("StudyData(ladder_composition=...) is needed for ladder claims")
+        return self._memo("ladder_index", lambda: ladder_sets(self.ladder_composition))
+
+    def ladder_run(self, path: str, suffix: str = "", pool: str = "test") -> Mapping:
+        """One run's (variant, rung) -> in-context result on the ladder's ``pool``."""
+        from asr_pe.evaluation.ladder_report import run_ladder
+        return self._memo(("ladder_run", path, suffix, pool),
+                          lambda: run_ladder(path, self.ladder_index(), pool, suffix=suffix, n_boot=self.n_boot))
+
+    def ladder(self, paths: Sequence[str], variant: str, rung: float, suffix: str = "",
+               pool: str = "test") -> InContextResult:
+        """The seeds of ``paths`` pooled at one rung (`pool_runs`: the dose-response tables' cell)."""
+        from asr_pe.evaluation.ladder_report import pool_runs
+        pooled = self._memo(("ladder", tuple(paths), suffix, pool), lambda: pool_runs(
+            [self.ladder_run(p, suffix, pool) for p in paths], n_boot=self.n_boot))
+        return pooled[(variant, float(rung))]
+
+    def ladder_difference(self, a: Sequence[str], b: Sequence[str], variant: str, rung: float,
+                          suffix_a: str = "", suffix_b: str = "") -> tuple[float, float, float]:
+        """(in-context ratio A − B, CI low, CI high) at one rung of the test pool, paired over its
+        recordings (`paired_ratio_difference`)."""
+        key = (variant, float(rung))
+        return self._memo(("ladder_difference", tuple(a), tuple(b), key, suffix_a, suffix_b),
+                          lambda: paired_ratio_difference([self.ladder_run(p, suffix_a)[key] for p in a],
+                                                          [self.ladder_run(p, suffix_b)[key] for p in b],
+                                                          n_boot=self.n_boot))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from asr_pe.plots.results_claims import LONG, Claim, Fact, StudyData, check_claims, markdown_rows
+from asr_pe.plots.results_claims import LONG, Claim, Fact, StudyData, check_claims, markdown_rows, supports
 
 RECIPE = Path(__file__).resolve().parent
 STUDY = RECIPE / "study"
@@ -36,7 +36,8 @@ ROPE_DECODINGS = {"plain": "", "window": "_window", "window:10": "_window10", "c
 
 
 def study_data(n_boot: int = 1000) -> StudyData:
-    return StudyData(STUDY, STUDY / "longform" / "parts.json", n_boot=n_boot)
+    return StudyData(STUDY, STUDY / "longform" / "parts.json", n_boot=n_boot,
+                     ladder_composition=STUDY / "ladder" / "ladder_composition.jsonl.xz")
 
 
 # ---------------------------------------------------------------- shorthands over the archive
@@ -85,6 +86,16 @@ def ratio_ci(d, pe, folder="runs", seeds=None):
 
 def in_ctx(d, pe, folder="runs", seeds=None):
     return d.in_context(runs(d, pe, folder, seeds)).pooled
+
+
+def _ic(d, pe, folder="runs", seeds=None):
+    r = in_ctx(d, pe, folder, seeds)
+    return [r.ratio, r.ci_low, r.ci_high]
+
+
+def icdiff(d, pe, other, folder="runs", seeds=None):
+    """In-context ratio of ``pe`` minus ``other``'s on the long-form set, paired over recordings."""
+    return list(d.in_context_difference(runs(d, pe, folder, seeds), runs(d, other, folder, seeds)))
 
 
 def cost(d, pe_run, plain="", folder="remedies", suffix="", plain_pe=None):
@@ -368,7 +379,7 @@ CLAIMS = [
          "lowercasing and collapsing whitespace, the single spaces between words counted", _cer_definition),
     # in-context ratio
     Claim("in-context headline",
-          "only RoPE degrades badly at 160 s ({}× [{}, {}], seeds and recordings resampled); Shaw ({}×), "
+          "only RoPE degrades badly at 160 s ({}× [{}, {}]); Shaw ({}×), "
           "sinusoidal ({}×) and T5 ({}×) degrade a little; every other PE is within {}× of its own short decodings",
           lambda d: [in_ctx(d, "rope").ratio, in_ctx(d, "rope").ci_low, in_ctx(d, "rope").ci_high,
                      in_ctx(d, "shaw").ratio, in_ctx(d, "sinusoidal").ratio, in_ctx(d, "t5").ratio,
@@ -426,7 +437,7 @@ CLAIMS = [
           "| 0; joined {} | {} → {} % (chunked {} %); joined {} % |",
           lambda d: [cost(d, "sinusoidal_concat"), long_(d, "sinusoidal"), long_(d, "sinusoidal", "_window"),
                      long_(d, "sinusoidal", "_chunked"), long_(d, "sinusoidal_concat", folder="remedies")]),
-    Fact("remedy not needed: within the CI", "none needed (`window` or chunked: within the CI)", _plain_within_remedy_ci),
+    Fact("remedy not needed: within the CI", "here `window` and chunked are within the plain CI", _plain_within_remedy_ci),
     Claim("recommended remedy: relative",
           "| relative | none needed (flat: within the CI) | {} | {} → {} % |",
           lambda d: [cost(d, "relative", folder="runs", suffix="_window"), long_(d, "relative"),
@@ -527,13 +538,23 @@ CLAIMS = [
           "local at training lengths ({} % within ±0.5 s at 2-4 s) and spreads out on long inputs ({} % at 32-64 s, "
           "{} % at 160 s",
           lambda d: [100 * local(d, "rope", b) for b in ("2-4", "32-64", "128-256")]),
-    Claim("sinusoidal and T5 drift",
-          "{} → {} → {} % ({}× [{}, {}]) and {} → {} → {} % ({}× [{}, {}]); their ratio CIs exclude 1, as RoPE's and "
-          "√D sinusoidal's ({}× [{}, {}]) do. Conv ({}× [{}, {}]) and Shaw ({}×, flat to 64 s, then up: {} → {} %)",
-          lambda d: [*trio(d, "sinusoidal"), *ratio_ci(d, "sinusoidal"), *trio(d, "t5"), *ratio_ci(d, "t5"),
-                     *ratio_ci(d, "sinusoidal_sqrtd"), *ratio_ci(d, "conv"), ratio(d, "shaw"),
-                     cer(d, "shaw", "32-64"), long_(d, "shaw")]),
-    Fact("ratio CIs above 1", "their ratio CIs exclude 1, as RoPE's and √D sinusoidal's", _ci_excludes_one),
+    Claim("mild drifts in context",
+          "Shaw {}× [{}, {}] (flat to 64 s, then up: {} → {} %), sinusoidal {}× [{}, {}] ({} → {} → {} %), both above `none` "
+          "(+{} [+{}, +{}] and +{} [+{}, +{}], paired); T5 {}× [{}, {}] ({} → {} → {} %) and CAPE {}×, not distinguishable "
+          "from `none` ({}×; paired CIs include 0); √D sinusoidal {}×, conv {}×.",
+          lambda d: [*_ic(d, "shaw"), cer(d, "shaw", "32-64"), long_(d, "shaw"), *_ic(d, "sinusoidal"),
+                     *trio(d, "sinusoidal"), *icdiff(d, "shaw", "none"), *icdiff(d, "sinusoidal", "none"), *_ic(d, "t5"),
+                     *trio(d, "t5"), in_ctx(d, "cape").ratio, in_ctx(d, "none").ratio,
+                     in_ctx(d, "sinusoidal_sqrtd").ratio, in_ctx(d, "conv").ratio]),
+    Fact("mild drifts: which are above none, paired", "both above `none`",
+         lambda d: supports("degrades more", icdiff(d, "shaw", "none"), "Shaw")
+         + supports("degrades more", icdiff(d, "sinusoidal", "none"), "sinusoidal")),
+    Fact("mild drifts: T5 and CAPE like none, paired", "not distinguishable from `none`",
+         lambda d: supports("like", icdiff(d, "t5", "none"), "T5") + supports("like", icdiff(d, "cape", "none"), "CAPE")),
+    Fact("mild drifts: the order", "The mild drifts, ranked in context",
+         lambda d: [] if sorted((pe for pe in STUDY_PES if pe != "rope"), key=lambda pe: -in_ctx(d, pe).ratio)[:4]
+         == ["shaw", "sinusoidal", "t5", "cape"] else ["the four largest in-context ratios after RoPE are not Shaw, "
+                                                      "sinusoidal, T5, CAPE"]),
     Claim("relative flat", "Relative is flat and the most accurate model from 8 s on** ({} → {} → {} %",
           lambda d: trio(d, "relative")),
     Fact("relative the most accurate from 8 s", "Relative is flat and the most accurate model from 8 s on", _relative_best_from_8s),
@@ -548,8 +569,15 @@ CLAIMS = [
     Fact("uniform attention", "`none`, CAPE, conv and learned — and sinusoidal — attend uniformly at every length",
          _attend_uniformly),
     Claim("CAPE against none",
-          "CAPE holds like `none` but is not more accurate than it ({} / {} % at 2-4 / 160 s against {} / {} %)",
-          lambda d: [cer(d, "cape"), long_(d, "cape"), cer(d, "none"), long_(d, "none")]),
+          "CAPE holds no better than `none` (in context +{} [{}, +{}], paired; over seeds 0-4 slightly worse, +{} [+{}, "
+          "+{}]) and is not more accurate than it ({} / {} % at 2-4 / 160 s against {} / {} %)",
+          lambda d: [*icdiff(d, "cape", "none"), *icdiff(d, "cape", "none", "seeds", S0_4),
+                     cer(d, "cape"), long_(d, "cape"), cer(d, "none"), long_(d, "none")]),
+    Fact("CAPE against none, paired", "CAPE holds no better than `none`",
+         lambda d: supports("no better", icdiff(d, "cape", "none"), "in context, seeds 0, 1")
+         + supports("degrades more", icdiff(d, "cape", "none", "seeds", S0_4), "in context, seeds 0-4")
+         + supports("not more accurate", diff(d, "cape", "none", "test", "2-4"), "2-4 s")
+         + supports("not more accurate", diff(d, "cape", "none", "longform"), "160 s")),
     Claim("sinusoidal drift at 32x", "whose drift is {}× at 32× the training length",
           lambda d: [ratio(d, "sinusoidal")]),
     Claim("mild drifts", "the mild drifts ({}–{}×) from one another only loosely",
@@ -563,16 +591,28 @@ CLAIMS = [
           lambda d: [max(r.duration for r in in_ctx(d, "cape").rows) / 2]),
     Claim("none like CAPE", "like `none` ({} → {} → {} %): in this regime", lambda d: trio(d, "none")),
     Claim("fine-tune control",
-          "YaRN give {} and {} % at 160 s (seeds 2, 3), no better than the plain fine-tune ({} %); the window on the model "
-          "as trained stays best ({} %;",
-          lambda d: [long_(d, run, suffix, folder="finetune", seeds=(2, 3)) for run, suffix in
-                     (("rope_pi_finetune300", ""), ("rope_yarn_finetune300", ""), ("rope_finetune300", ""),
-                      ("source_rope", "_window5"))]),
+          "YaRN give {} and {} % at 160 s (seeds 2, 3), worse than the plain fine-tune ({} %; +{} [+{}, +{}] and +{} [+{}, "
+          "+{}] points, paired). The ±5 s window is the best decoding of each of these models: {} % on the model as "
+          "trained, but {} % on the plain fine-tune and {} % on the continuation control",
+          lambda d: [ftc(d, n, LONG) for n in ("rope_pi_finetune300", "rope_yarn_finetune300", "rope_finetune300")]
+          + ftdiff(d, "rope_pi_finetune300", "rope_finetune300") + ftdiff(d, "rope_yarn_finetune300", "rope_finetune300")
+          + [ftc(d, n, LONG, suffix="_window5") for n in ("source_rope", "rope_finetune300", "rope_shortft300")]),
+    Fact("fine-tune control: rescalings worse, paired", "worse than the plain fine-tune",
+         lambda d: supports("worse", ftdiff(d, "rope_pi_finetune300", "rope_finetune300"), "PI")
+         + supports("worse", ftdiff(d, "rope_yarn_finetune300", "rope_finetune300"), "YaRN")),
+    Claim("fine-tune control: the extra steps help the window",
+          "so the extra steps still help ({} [{}, {}] and {} [{}, {}] points against the model as trained, paired;",
+          lambda d: ftdiff(d, "rope_finetune300", "source_rope", "longform_window5")
+          + ftdiff(d, "rope_shortft300", "source_rope", "longform_window5")),
+    Fact("fine-tune control: the extra steps help, paired", "so the extra steps still help",
+         lambda d: supports("better", ftdiff(d, "rope_finetune300", "source_rope", "longform_window5"), "fine-tune")
+         + supports("better", ftdiff(d, "rope_shortft300", "source_rope", "longform_window5"), "continuation")),
+    Fact("fine-tune control: the window the best decoding of each", "The ±5 s window is the best decoding of each",
+         lambda d: _ft_window_best(d)),
     Claim("fine-tune control: yardstick",
-          "against RoPE trained from scratch on ≤ 40 s inputs (seed 2: {} %, {}×; {} % at 2-4 s)",
-          lambda d: [long_(d, "rope_yardstick40", folder="finetune", seeds=(2,)),
-                     in_ctx(d, "rope_yardstick40", "finetune", (2,)).ratio,
-                     cer(d, "rope_yardstick40", folder="finetune", seeds=(2,))]),
+          "RoPE trained from scratch on ≤ 40 s inputs: seed 2 {} % at 160 s, {}× in context, {} % at 2-4 s.",
+          lambda d: [ftc(d, "rope_yardstick40", LONG, (2,)), ftic(d, "rope_yardstick40", (2,)).ratio,
+                     ftc(d, "rope_yardstick40", "2-4", (2,))]),
     # 70 ms front end
     Claim("70 ms: answer",
           "only the relative PE makes attention carry it within the study's budget ({} % at 2-4 s; sinusoidal, CAPE "
@@ -728,8 +768,6 @@ def _same(*values):
 
 
 # ---------------------------------------------------------------- study notes RESULTS.md quotes
-# (not study/seeds/README.md: its summary sentence is rewritten by the job that archives each new
-# seed; RESULTS.md's own sentence on seeds names the seeds it covers and is checked above)
 
 def _retrain_row(d, pe):
     """CER of the first training (study/runs) / the second (study/retrain), seed 0, per bucket."""
@@ -775,8 +813,451 @@ HYBRID_NOTE_CLAIMS = [
                      cer(d, "none"), cer(d, "sinusoidal")]),
 ]
 
+# ---------------------------------------------------------------- the length ladder (study/ladder/README.md)
+
+LADDER = STUDY / "ladder"
+RUNGS = (5, 10, 20, 40, 80, 160)
+GAP, NOGAP = "gap500ms", "nogap"
+S23 = (2, 3)
+
+
+def lruns(pe, seeds=S23):
+    return tuple(str(LADDER / f"{pe}_ctc_s{s}") for s in seeds)
+
+
+def lad(d, pe, variant=GAP, rung=160, suffix="", seeds=S23):
+    """The seeds' pooled in-context result at one rung of the test pool (a dose-response cell)."""
+    return d.ladder(lruns(pe, seeds), variant, rung, suffix)
+
+
+def lrow(d, pe, variant, suffix=""):
+    """A row of the README's table: the ratio at every rung, then the 160 s CI."""
+    return [lad(d, pe, variant, r, suffix).ratio for r in RUNGS] + [lad(d, pe, variant, 160, suffix).ci_low,
+                                                                    lad(d, pe, variant, 160, suffix).ci_high]
+
+
+def lrange(d, pe, variants=(GAP,), suffix="", seeds=S23):
+    return _minmax(lad(d, pe, v, r, suffix, seeds).ratio for v in variants for r in RUNGS)
+
+
+def lalone(d, pe, seed):
+    """min, max over the rungs (both variants) of the parts' CER alone, one seed."""
+    return _minmax(lad(d, pe, v, r, seeds=(seed,)).alone for v in (GAP, NOGAP) for r in RUNGS)
+
+
+def ltest(d, pe, seed, suffix=""):
+    """Test CER % of the no-gap recordings of every rung decoded whole (the rule's rate, on test)."""
+    from asr_pe.evaluation.ladder_report import whole_rate
+    return whole_rate(d.ladder_run(lruns(pe, (seed,))[0], suffix), variant=NOGAP)
+
+
+SUFFIX = {"plain": "", "window:2.5": "_window2p5", "window:5": "_window5", "window:10": "_window10",
+          "chunked:20:4": "_chunked20o4", "rope_ntk": "_rope_ntk", "rope_ntk@10": "_rope_ntk_t10",
+          "rope_yarn": "_rope_yarn"}
+
+
+def ldev(d, pe, seed, candidate="plain"):
+    """Dev CER % the choice is made on: Σ character errors / Σ reference characters of the dev
+    pool's no-gap recordings of every rung decoded whole, from their archived bucket tables."""
+    path = lruns(pe, (seed,))[0]
+    errors = ref = 0
+    for r in RUNGS:
+        row = next(x for x in d.series([path], f"ladder_dev_{NOGAP}_{r}{SUFFIX[candidate]}").runs[0].rows
+                   if x["bucket"] == LONG)
+        errors, ref = errors + row["char_errors"], ref + row["ref_chars"]
+    return 100 * errors / ref
+
+
+def _ladder_dev_choices(d):
+    """Every run's choice: the candidate with the lowest dev CER (ties to plain, as printed)."""
+    offered = {("rope", 2): list(SUFFIX), ("rope", 3): ["plain", "window:2.5"],
+               ("relative", 3): ["plain", "window:2.5"], **{(pe, s): ["plain", "window:2.5", "window:5"]
+                                                            for pe in ("sinusoidal",) for s in S23},
+               **{(pe, s): ["plain", "window:2.5"] for pe in ("none", "cape") for s in S23}}
+    printed = {("relative", 3): "plain"}
+    bad = []
+    for (pe, seed), cands in offered.items():
+        rates = {c: ldev(d, pe, seed, c) for c in cands}
+        best = min(rates, key=rates.get)
+        want = printed.get((pe, seed), "window:2.5")
+        if best != want:
+            bad.append(f"{pe} seed {seed}: lowest dev CER {best} ({rates[best]:.3f}), the README says {want}")
+    return bad
+
+
+def _ladder_relative_gap_cue(d):
+    """Without gaps relative's ratio is above its gap ratio at every rung, by the printed range."""
+    return [f"rung {r}" for r in RUNGS if lad(d, "relative", NOGAP, r).ratio <= lad(d, "relative", GAP, r).ratio]
+
+
+LADDER_NOTE_CLAIMS = [
+    Claim("ladder: RoPE answer",
+          "RoPE's in-context ratio grows steadily with length, {}× at 5 s, {}× at 10 s, {}× at 20 s, {}× at 40 s, {}× "
+          "at 80 s and {}× [{}, {}] at 160 s",
+          lambda d: [lad(d, "rope", GAP, r).ratio for r in RUNGS] + [lad(d, "rope").ci_low, lad(d, "rope").ci_high]),
+    Claim("ladder: sinusoidal answer", "sinusoidal grows too, more slowly ({}× at 5 s to {}× [{}, {}])",
+          lambda d: [lad(d, "sinusoidal", GAP, 5).ratio, lad(d, "sinusoidal").ratio, lad(d, "sinusoidal").ci_low,
+                     lad(d, "sinusoidal").ci_high]),
+    Claim("ladder: CAPE, none, relative answer",
+          "CAPE ({}-{}×) and `none` ({}-{}×) barely, relative hardly ({}-{}×; joins with 0.5 s gaps)",
+          lambda d: [*lrange(d, "cape"), *lrange(d, "none"), *lrange(d, "relative")]),
+    Claim("ladder: window on RoPE",
+          "takes RoPE to {}-{}× at every rung on test (CER {} / {} % against {} / {} % plain over the no-gap recordings "
+          "of every rung, seeds 2 / 3)",
+          lambda d: [*lrange(d, "rope", (GAP, NOGAP), "_window2p5"), ltest(d, "rope", 2, "_window2p5"),
+                     ltest(d, "rope", 3, "_window2p5"), ltest(d, "rope", 2), ltest(d, "rope", 3)]),
+    Claim("ladder: window on sinusoidal", "it takes it from {}× to {}× at 160 s",
+          lambda d: [lad(d, "sinusoidal").ratio, lad(d, "sinusoidal", suffix="_window2p5").ratio]),
+    Claim("ladder: gaps", "joined without gaps its ratio is {}-{}× (gaps: {}-{}×)",
+          lambda d: [*lrange(d, "relative", (NOGAP,)), *lrange(d, "relative")]),
+    Claim("ladder: RoPE parts alone", "RoPE's parts alone score {} %, its 2-4 s bucket {} %",
+          lambda d: [in_ctx(d, "rope").alone, cer(d, "rope")]),
+    *[Claim(f"ladder table: {pe}, {v}", f"| {name}, {vname} | 2, 3 | " + "{} | " * 5 + "{} [{}, {}] |",
+            (lambda pe, v, suffix: lambda d: lrow(d, pe, v, suffix))(pe, v, suffix))
+      for pe, name, suffix in (("rope", "RoPE", ""), ("rope", "RoPE + window ±2.5 s (chosen on dev)", "_window2p5"),
+                               ("none", "`none`", ""), ("relative", "relative", ""), ("sinusoidal", "sinusoidal", ""),
+                               ("sinusoidal", "sinusoidal + window ±2.5 s (chosen on dev)", "_window2p5"),
+                               ("cape", "CAPE", ""))
+      for v, vname in ((GAP, "gap 0.5 s" if name in ("RoPE",) else "gap"), (NOGAP, "no gap"))],
+    Claim("ladder: none and CAPE windowed", "`none` + window {}-{}× and CAPE + window {}-{}× at 5-160 s, gap",
+          lambda d: [*lrange(d, "none", suffix="_window2p5"), *lrange(d, "cape", suffix="_window2p5")]),
+    Claim("ladder: parts alone",
+          "RoPE {}-{} % (seed 3: {}-{}), `none` {}-{} %, relative {}-{} %, sinusoidal {}-{} % (seed 3: {}-{}), CAPE {}-{} %",
+          lambda d: [*lalone(d, "rope", 2), *lalone(d, "rope", 3), *lalone(d, "none", 2), *lalone(d, "relative", 2),
+                     *lalone(d, "sinusoidal", 2), *lalone(d, "sinusoidal", 3), *lalone(d, "cape", 2)]),
+    Claim("ladder: RoPE seed 2 dev choice",
+          "RoPE seed 2: plain {}, **window:2.5 {}**, window:5 {}, window:10 {}, chunked:20:4 {}, rope_ntk {}, "
+          "rope_ntk@10 {}, rope_yarn {}; on test once window:2.5 {} % against plain {} %",
+          lambda d: [ldev(d, "rope", 2, c) for c in SUFFIX] + [ltest(d, "rope", 2, "_window2p5"), ltest(d, "rope", 2)]),
+    Claim("ladder: RoPE windows tie", "The windows of ±2.5 and ±5 s tie on dev ({} against {} %)",
+          lambda d: [ldev(d, "rope", 2, "window:2.5"), ldev(d, "rope", 2, "window:5")]),
+    Claim("ladder: RoPE seed 3 dev choice", "RoPE seed 3: plain {}, **window:2.5 {}**; test {} against {} %",
+          lambda d: [ldev(d, "rope", 3), ldev(d, "rope", 3, "window:2.5"), ltest(d, "rope", 3, "_window2p5"),
+                     ltest(d, "rope", 3)]),
+    *[Claim(f"ladder: sinusoidal seed {s} dev choice",
+            f"Sinusoidal seed {s}: plain {{}}, **window:2.5 {{}}**, window:5 {{}}; test {{}} against {{}} %",
+            (lambda s: lambda d: [ldev(d, "sinusoidal", s, c) for c in ("plain", "window:2.5", "window:5")]
+             + [ltest(d, "sinusoidal", s, "_window2p5"), ltest(d, "sinusoidal", s)])(s)) for s in S23],
+    *[Claim(f"ladder: {pe} dev choice",
+            f"{name} seeds 2 / 3: plain {{}} / {{}}, **window:2.5 {{}} / {{}}**; test {{}} / {{}} against {{}} / {{}} %",
+            (lambda pe: lambda d: [ldev(d, pe, 2), ldev(d, pe, 3), ldev(d, pe, 2, "window:2.5"),
+                                   ldev(d, pe, 3, "window:2.5"), ltest(d, pe, 2, "_window2p5"),
+                                   ltest(d, pe, 3, "_window2p5"), ltest(d, pe, 2), ltest(d, pe, 3)])(pe))
+      for pe, name in (("none", "`none`"), ("cape", "CAPE"))],
+    Claim("ladder: relative seed 3 dev choice", "Relative seed 3: **plain {}**, window:2.5 {} ({} against {} %)",
+          lambda d: [ldev(d, "relative", 3), ldev(d, "relative", 3, "window:2.5"), ldev(d, "relative", 3),
+                     ldev(d, "relative", 3, "window:2.5")]),
+    Fact("ladder: every dev choice", "Choices on dev (CER % of the no-gap recordings, all rungs, decoded whole",
+         _ladder_dev_choices),
+    Claim("ladder: RoPE a third more at 10 s", "keeps growing at every doubling ({}, {}, {}, {}× from 20 to 160 s, "
+          "seeds 2 and 3; seed 3 alone {}×). The long-form set's {}-{}× (per seed, seeds 0-4)",
+          lambda d: [lad(d, "rope", GAP, r).ratio for r in RUNGS[2:]] + [lad(d, "rope", seeds=(3,)).ratio]
+          + _minmax(in_ctx(d, "rope", "seeds", (s,)).ratio for s in S0_4)),
+    Claim("ladder: sinusoidal every doubling",
+          "at every doubling: {}, {}, {}, {}, {}, {}× from 5 to 160 s (seeds 2 and 3; seed 3 alone {}×), +{} [+{}, +{}] "
+          "above `none` at 160 s (paired), where the long-form set gave {}× (seeds 0-3)",
+          lambda d: [lad(d, "sinusoidal", GAP, r).ratio for r in RUNGS] + [lad(d, "sinusoidal", seeds=(3,)).ratio]
+          + list(d.ladder_difference(lruns("sinusoidal"), lruns("none"), GAP, 160))
+          + [in_ctx(d, "sinusoidal", "seeds", (0, 1, 2, 3)).ratio]),
+    Fact("ladder: sinusoidal grows at every doubling", "Sinusoidal degrades steadily, far less than RoPE but at every doubling",
+         lambda d: [f"{v} {a}->{b}" for v in (GAP, NOGAP) for a, b in zip(RUNGS, RUNGS[1:])
+                    if lad(d, "sinusoidal", v, b).ratio <= lad(d, "sinusoidal", v, a).ratio]),
+    Claim("ladder: CAPE against none",
+          "CAPE degrades slightly more than `none`, not like it: {}× [{}, {}] against {}× [{}, {}] at 160 s (seeds 2, 3), "
+          "CAPE − `none` +{} [+{}, +{}] (paired; no gap +{} [+{}, +{}]); on the long-form set, seeds 0-4, +{} [+{}, +{}]",
+          lambda d: [lad(d, "cape").ratio, lad(d, "cape").ci_low, lad(d, "cape").ci_high, lad(d, "none").ratio,
+                     lad(d, "none").ci_low, lad(d, "none").ci_high,
+                     *d.ladder_difference(lruns("cape"), lruns("none"), GAP, 160),
+                     *d.ladder_difference(lruns("cape"), lruns("none"), NOGAP, 160),
+                     *d.in_context_difference(runs(d, "cape", "seeds", S0_4), runs(d, "none", "seeds", S0_4))]),
+    Fact("ladder: CAPE degrades more than none (paired)", "CAPE degrades slightly more than `none`, not like it",
+         lambda d: supports("degrades more", d.ladder_difference(lruns("cape"), lruns("none"), GAP, 160), "ladder gap")
+         + supports("degrades more", d.ladder_difference(lruns("cape"), lruns("none"), NOGAP, 160), "ladder no gap")
+         + supports("degrades more", d.in_context_difference(runs(d, "cape", "seeds", S0_4),
+                                                             runs(d, "none", "seeds", S0_4)), "long-form")),
+    Claim("ladder: none at 5 s", "some of the {}-{}× of `none` is present at 5 s already",
+          lambda d: lrange(d, "none", (GAP, NOGAP))),
+    Claim("ladder: window on none and CAPE",
+          "gain {}-{} points, and their 160 s ratio falls from {}-{}× to {}-{}×",
+          lambda d: [*_minmax(ltest(d, pe, s) - ltest(d, pe, s, "_window2p5") for pe in ("none", "cape") for s in S23),
+                     *_minmax(lad(d, pe).ratio for pe in ("none", "cape")),
+                     *_minmax(lad(d, pe, suffix="_window2p5").ratio for pe in ("none", "cape"))]),
+    Claim("ladder: gap cue for relative", "relative's ratio is {}-{} lower with the silences",
+          lambda d: _minmax(lad(d, "relative", NOGAP, r).ratio - lad(d, "relative", GAP, r).ratio for r in RUNGS)),
+    Fact("ladder: relative lower with gaps at every rung", "lower with the silences between utterances at every rung",
+         _ladder_relative_gap_cue),
+]
+
+
+# ---------------------------------------------------------------- study/seeds/README.md
+
+def _ic3(d, pe, seeds):
+    r = in_ctx(d, pe, "seeds", seeds)
+    return [r.ratio, r.ci_low, r.ci_high]
+
+
+S0_2, S0_3 = (0, 1, 2), (0, 1, 2, 3)
+
+SEEDS_NOTE_CLAIMS = [
+    Claim("seeds: now", "seeds 0-4 of all five PEs: RoPE {}x [{}, {}], sinusoidal {}x [{}, {}], CAPE {}x [{}, {}], "
+          "relative {}x [{}, {}], `none` {}x [{}, {}]**; RoPE is at {}x or above on every seed, every other PE at {}x or "
+          "below",
+          lambda d: [v for pe in ("rope", "sinusoidal", "cape", "relative", "none") for v in _ic3(d, pe, S0_4)]
+          + [min(in_ctx(d, "rope", "seeds", (s,)).ratio for s in S0_4),
+             max(in_ctx(d, pe, "seeds", (s,)).ratio for pe in ("sinusoidal", "cape", "relative", "none") for s in S0_4)]),
+    Claim("seeds: 0-2", "over seeds 0-2 (2026-11-26): RoPE {}x [{}, {}] (seed 2 alone {}x), sinusoidal {}x [{}, {}], "
+          "CAPE {}x [{}, {}], relative {}x [{}, {}], none {}x [{}, {}]",
+          lambda d: _ic3(d, "rope", S0_2) + [in_ctx(d, "rope", "seeds", (2,)).ratio]
+          + [v for pe in ("sinusoidal", "cape", "relative", "none") for v in _ic3(d, pe, S0_2)]),
+    Claim("seeds: 0-3, CAPE and RoPE", "(seeds 0-3): CAPE {}x [{}, {}] (seed 3 alone {}x), RoPE {}x [{}, {}] (seed 3 "
+          "alone {}x [{}, {}])",
+          lambda d: _ic3(d, "cape", S0_3) + [in_ctx(d, "cape", "seeds", (3,)).ratio] + _ic3(d, "rope", S0_3)
+          + _ic3(d, "rope", (3,))),
+    Claim("seeds: 0-3, the others", "(seeds 0-3): sinusoidal {}x [{}, {}] (seed 3 alone {}x [{}, {}]), `none` {}x [{}, {}] "
+          "(seed 3 alone {}x [{}, {}]), relative {}x [{}, {}] (seed 3 alone {}x [{}, {}])",
+          lambda d: [v for pe in ("sinusoidal", "none", "relative") for v in _ic3(d, pe, S0_3) + _ic3(d, pe, (3,))]),
+    Claim("seeds: 4 of RoPE and none", "(2026-11-26; seeds 0-4): RoPE {}x [{}, {}] (seed 4 alone {}x [{}, {}]), `none` "
+          "{}x [{}, {}] (seed 4 alone {}x [{}, {}])",
+          lambda d: [v for pe in ("rope", "none") for v in _ic3(d, pe, S0_4) + _ic3(d, pe, (4,))]),
+    Claim("seeds: 4 of relative", "Seed 4 of relative: {}x [{}, {}] over seeds 0-4 (seed 4 alone {}x [{}, {}])",
+          lambda d: _ic3(d, "relative", S0_4) + _ic3(d, "relative", (4,))),
+    Claim("seeds: 4 of sinusoidal", "Seed 4 of sinusoidal: {}x [{}, {}] over seeds 0-4 (seed 4 alone {}x [{}, {}])",
+          lambda d: _ic3(d, "sinusoidal", S0_4) + _ic3(d, "sinusoidal", (4,))),
+    Claim("seeds: 4 of CAPE", "the last one): {}x [{}, {}] over seeds 0-4 (seed 4 alone {}x [{}, {}])",
+          lambda d: _ic3(d, "cape", S0_4) + _ic3(d, "cape", (4,))),
+]
+
+
+# ---------------------------------------------------------------- study/finetune/README.md
+
+FT = "finetune"
+FT_RUNS = ("source_rope", "rope_shortft300", "rope_finetune300", "rope_yarn_finetune300", "rope_pi_finetune300")
+
+
+def ftr(name, seeds=S23):
+    return tuple(str(STUDY / FT / f"{name}_ctc_s{s}") for s in seeds)
+
+
+def ftc(d, name, bucket="2-4", seeds=S23, suffix=""):
+    """CER % of a fine-tune run (seed mean): a test bucket, or LONG for the 160 s set."""
+    return long_(d, name, suffix, folder=FT, seeds=seeds) if bucket == LONG else \
+        cer(d, name, bucket, "test" + suffix, FT, seeds)
+
+
+def ftic(d, name, seeds=S23, window=False):
+    """In-context result at 160 s; ``window``: both decodings with the ±5 s window."""
+    return d.in_context(ftr(name, seeds), "longform_window5" if window else "longform",
+                        "test_window5" if window else "test").pooled
+
+
+def ftdiff(d, a, b, set_name="longform", bucket=LONG, seeds=S23):
+    return list(d.difference(ftr(a, seeds), ftr(b, seeds), set_name, bucket))
+
+
+def _ft_row(d, name, seed, full=True):
+    c, w = ftic(d, name, (seed,)), ftic(d, name, (seed,), window=True)
+    return [ftc(d, name, "2-4", (seed,)), ftc(d, name, "32-64", (seed,)), ftc(d, name, LONG, (seed,)),
+            c.ratio, c.ci_low, c.ci_high, ftc(d, name, LONG, (seed,), "_window5"), w.ratio, w.ci_low, w.ci_high]
+
+
+def _ft_window_best(d):
+    """For every model, the window's 160 s CER is below the plain decoding's (paired, seeds 2, 3;
+    the yardstick seed 2)."""
+    bad = []
+    for name, seeds in [(n, S23) for n in FT_RUNS if n != "rope_pi_finetune300"] + [("rope_yardstick40", (2,))]:
+        w = ftc(d, name, LONG, seeds, "_window5")
+        p = ftc(d, name, LONG, seeds)
+        if not w < p:
+            bad.append(f"{name}: window {w:.2f} not below plain {p:.2f}")
+    return bad
+
+
+FT_ROW_NAMES = {"source_rope": "(not fine-tuned) | none", "rope_shortft300":
+                "the study's 1-5 s utterances (continuation control) | none",
+                "rope_finetune300": "utterances joined to ≤ 40 s | none",
+                "rope_yarn_finetune300": "joined to ≤ 40 s | YaRN, s = 8, α 1, β 10",
+                "rope_pi_finetune300": "joined to ≤ 40 s | PI, s = 8",
+                "rope_yardstick40": "(from scratch, 1100 steps on utterances joined to ≤ 40 s) | none"}
+
+FINETUNE_NOTE_CLAIMS = [
+    *[Claim(f"finetune seed 2: {n}", f"| `{n}_ctc_s2` | {FT_ROW_NAMES[n]} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] | "
+            "{} | {}× [{}, {}] |", (lambda n: lambda d: _ft_row(d, n, 2))(n))
+      for n in (*FT_RUNS, "rope_yardstick40") if n not in ("rope_shortft300", "rope_finetune300")],
+    *[Claim(f"finetune seed 2: {n}", f"| `{n}_ctc_s2` | {FT_ROW_NAMES[n]} | {{}} | {{}} | **{{}}** | {{}}× [{{}}, {{}}] | "
+            "{} | {}× [{}, {}] |" if n == "rope_finetune300" else
+            f"| `{n}_ctc_s2` | {FT_ROW_NAMES[n]} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] | **{{}}** | {{}}× [{{}}, {{}}] |",
+            (lambda n: lambda d: _ft_row(d, n, 2))(n)) for n in ("rope_shortft300", "rope_finetune300")],
+    *[Claim(f"finetune seed 3: {n}", f"| `{n}_ctc_s3` | {{}} | {{}} | " + ("**{}**" if n == "rope_finetune300" else "{}")
+            + " | {}× [{}, {}] | " + ("**{}**" if n == "rope_shortft300" else "{}") + " | {}× [{}, {}] |",
+            (lambda n: lambda d: _ft_row(d, n, 3))(n)) for n in FT_RUNS],
+    Claim("finetune: pooled answer",
+          "in context at 160 s: plain fine-tune {}× [{}, {}], YaRN {}× [{}, {}], PI {}× [{}, {}] (crossed CIs: one draw "
+          "of recordings for both seeds, and a draw of seeds); CER 160 s {}, {}, {} % against {} % for the window on the "
+          "models as trained; paired over the recordings, seeds 2 and 3: YaRN − plain fine-tune +{} [+{}, +{}] points, "
+          "PI − plain fine-tune +{} [+{}, +{}], windowed fine-tune − windowed source {} [{}, {}], windowed continuation "
+          "− windowed source {} [{}, {}])",
+          lambda d: [v for n in ("rope_finetune300", "rope_yarn_finetune300", "rope_pi_finetune300")
+                     for v in (ftic(d, n).ratio, ftic(d, n).ci_low, ftic(d, n).ci_high)]
+          + [ftc(d, n, LONG) for n in ("rope_finetune300", "rope_yarn_finetune300", "rope_pi_finetune300")]
+          + [ftc(d, "source_rope", LONG, suffix="_window5")]
+          + ftdiff(d, "rope_yarn_finetune300", "rope_finetune300") + ftdiff(d, "rope_pi_finetune300", "rope_finetune300")
+          + ftdiff(d, "rope_finetune300", "source_rope", "longform_window5")
+          + ftdiff(d, "rope_shortft300", "source_rope", "longform_window5")),
+    Claim("finetune: the window helps the trained-further models",
+          "with it the 300 more steps do help: {} % on the plain fine-tune and {} % on the continuation control against {} %",
+          lambda d: [ftc(d, n, LONG, suffix="_window5") for n in ("rope_finetune300", "rope_shortft300", "source_rope")]),
+    Fact("finetune: rescalings worse than the plain fine-tune, paired",
+         "both are worse than fine-tuning plain RoPE on the same long inputs",
+         lambda d: supports("worse", ftdiff(d, "rope_yarn_finetune300", "rope_finetune300"), "YaRN")
+         + supports("worse", ftdiff(d, "rope_pi_finetune300", "rope_finetune300"), "PI")),
+    Fact("finetune: 300 more steps help the windowed models, paired", "with it the 300 more steps do help",
+         lambda d: supports("better", ftdiff(d, "rope_finetune300", "source_rope", "longform_window5"), "fine-tune")
+         + supports("better", ftdiff(d, "rope_shortft300", "source_rope", "longform_window5"), "continuation")),
+    Fact("finetune: decoded whole, nothing beats the window on the model as trained",
+         "decoded whole, neither fine-tuning nor training long from scratch",
+         lambda d: [f"{n}: {ftc(d, n, LONG, seeds):.2f} % whole" for n, seeds in
+                    [(n, S23) for n in FT_RUNS[1:]] + [("rope_yardstick40", (2,))]
+                    if ftc(d, n, LONG, seeds) <= ftc(d, "source_rope", LONG, seeds, "_window5")]),
+    Claim("finetune: continuation", "the continuation control stays at {} % at 160 s ({}× in context; seed 3 {} %, {}×). "
+          "On seed 2 they improve the short utterances ({} → {} % at 2-4 s), so the fine-tunes' better short CER "
+          "({}-{} %) is the extra training, not the long inputs; on seed 3 they do not ({} → {} %; the fine-tunes {}-{} %)",
+          lambda d: [ftc(d, "rope_shortft300", LONG, (2,)), ftic(d, "rope_shortft300", (2,)).ratio,
+                     ftc(d, "rope_shortft300", LONG, (3,)), ftic(d, "rope_shortft300", (3,)).ratio,
+                     ftc(d, "source_rope", "2-4", (2,)), ftc(d, "rope_shortft300", "2-4", (2,)),
+                     *_minmax(ftc(d, n, "2-4", (2,)) for n in FT_RUNS[2:4]),
+                     ftc(d, "source_rope", "2-4", (3,)), ftc(d, "rope_shortft300", "2-4", (3,)),
+                     *_minmax(ftc(d, n, "2-4", (3,)) for n in FT_RUNS[2:4])]),
+    Fact("finetune: 300 more steps alone do not help the long inputs", "300 more steps alone do not help the long inputs",
+         lambda d: supports("no better", ftdiff(d, "rope_shortft300", "source_rope"), "continuation − source, 160 s")),
+    Claim("finetune: long inputs fix RoPE",
+          "joined to ≤ 40 s, 160 s goes {} → {} % and 32-64 s {} → {} % against the continuation, at no cost at 2-4 s "
+          "({} against {} %; seed 3: {} → {} %, {} against {} %). Still {}× [{}, {}] in context at 160 s (seed 3 {}×)",
+          lambda d: [ftc(d, "rope_shortft300", LONG, (2,)), ftc(d, "rope_finetune300", LONG, (2,)),
+                     ftc(d, "rope_shortft300", "32-64", (2,)), ftc(d, "rope_finetune300", "32-64", (2,)),
+                     ftc(d, "rope_finetune300", "2-4", (2,)), ftc(d, "rope_shortft300", "2-4", (2,)),
+                     ftc(d, "rope_shortft300", LONG, (3,)), ftc(d, "rope_finetune300", LONG, (3,)),
+                     ftc(d, "rope_finetune300", "2-4", (3,)), ftc(d, "rope_shortft300", "2-4", (3,)),
+                     ftic(d, "rope_finetune300", (2,)).ratio, ftic(d, "rope_finetune300", (2,)).ci_low,
+                     ftic(d, "rope_finetune300", (2,)).ci_high, ftic(d, "rope_finetune300", (3,)).ratio]),
+    Claim("finetune: YaRN worse",
+          "({} against {} % at 160 s, {}× against {}×; seed 3 {} against {} %; both seeds, paired: +{} [+{}, +{}] points)",
+          lambda d: [ftc(d, "rope_yarn_finetune300", LONG, (2,)), ftc(d, "rope_finetune300", LONG, (2,)),
+                     ftic(d, "rope_yarn_finetune300", (2,)).ratio, ftic(d, "rope_finetune300", (2,)).ratio,
+                     ftc(d, "rope_yarn_finetune300", LONG, (3,)), ftc(d, "rope_finetune300", LONG, (3,)),
+                     *ftdiff(d, "rope_yarn_finetune300", "rope_finetune300")]),
+    Fact("finetune: YaRN worse, paired", "**YaRN is worse than the plain fine-tune**",
+         lambda d: supports("worse", ftdiff(d, "rope_yarn_finetune300", "rope_finetune300"))),
+    Claim("finetune: PI", "position interpolation is flat ({}×; seed 3 {}×) but worse inside the training "
+          "lengths** ({} % at 2-4 s against {} %; seed 3 {} against {} %; both seeds, paired: +{} [+{}, +{}] points at "
+          "2-4 s, +{} [{}, +{}] at 0-2 s)",
+          lambda d: [ftic(d, "rope_pi_finetune300", (2,)).ratio, ftic(d, "rope_pi_finetune300", (3,)).ratio,
+                     ftc(d, "rope_pi_finetune300", "2-4", (2,)), ftc(d, "rope_finetune300", "2-4", (2,)),
+                     ftc(d, "rope_pi_finetune300", "2-4", (3,)), ftc(d, "rope_finetune300", "2-4", (3,)),
+                     *ftdiff(d, "rope_pi_finetune300", "rope_finetune300", "test", "2-4"),
+                     *ftdiff(d, "rope_pi_finetune300", "rope_finetune300", "test", "0-2")]),
+    Fact("finetune: PI worse inside the training lengths, paired", "but worse inside the training lengths",
+         lambda d: supports("worse", ftdiff(d, "rope_pi_finetune300", "rope_finetune300", "test", "2-4"), "2-4")),
+    Claim("finetune: yardstick",
+          "flat but not better**: {} % at 160 s, {}× in context, best at its own training lengths (32-64 s {} %) and "
+          "worse on short utterances ({} % at 2-4 s against the source's {} %; why was not investigated). The fine-tune "
+          "on joined inputs does better in 300 steps ({} %; yardstick − fine-tune +{} [+{}, +{}] points, paired)",
+          lambda d: [ftc(d, "rope_yardstick40", LONG, (2,)), ftic(d, "rope_yardstick40", (2,)).ratio,
+                     ftc(d, "rope_yardstick40", "32-64", (2,)), ftc(d, "rope_yardstick40", "2-4", (2,)),
+                     ftc(d, "source_rope", "2-4", (2,)), ftc(d, "rope_finetune300", LONG, (2,)),
+                     *ftdiff(d, "rope_yardstick40", "rope_finetune300", seeds=(2,))]),
+    Fact("finetune: yardstick not better, paired", "The fine-tune on joined inputs does better in 300 steps",
+         lambda d: supports("worse", ftdiff(d, "rope_yardstick40", "rope_finetune300", seeds=(2,)))
+         + supports("worse", ftdiff(d, "rope_yardstick40", "source_rope", "test", "2-4", seeds=(2,)), "2-4 s")),
+    Claim("finetune: window best",
+          "on the continuation control {} % at 160 s, on the untouched model {} %, on the fine-tunes {}-{} % (PI {} %); "
+          "every windowed model is flat in context ({}-{}×). Seed 3: {}, {}, {}-{} % (PI {} %), {}-{}×",
+          lambda d: [v for s in S23 for v in
+                     [ftc(d, "rope_shortft300", LONG, (s,), "_window5"), ftc(d, "source_rope", LONG, (s,), "_window5"),
+                      *_minmax(ftc(d, n, LONG, (s,), "_window5") for n in FT_RUNS[2:4]),
+                      ftc(d, "rope_pi_finetune300", LONG, (s,), "_window5"),
+                      *_minmax(ftic(d, n, (s,), True).ratio for n in FT_RUNS)]]),
+    Fact("finetune: the window the best decoding of each model", "The window stays the best long-input decoding",
+         _ft_window_best),
+]
+
+
+# ---------------------------------------------------------------- study/remedies_report/README.md
+# (the training remedies, moved out of RESULTS.md, which keeps a summary)
+
+_MOVED_TO_REMEDIES_NOTE = (
+    "training remedies: rope plain", "training remedies: rope posscale", "training remedies: rope randpos",
+    "training remedies: rope concat", "training remedies: sinusoidal plain", "training remedies: sinusoidal posscale",
+    "training remedies: sinusoidal randpos", "training remedies: sinusoidal concat", "joined RoPE",
+    "joined RoPE: best plainly decoded RoPE model at 32-64 s", "posscale and randpos, RoPE",
+    "randomized positions, RoPE", "window the best RoPE decoding at 160 s",
+    "sinusoidal: every training remedy helps at 160 s", "window stays the answer", "sinusoidal training remedies",
+    "joined sinusoidal better from 2 s")
+REMEDIES_NOTE_CLAIMS = [c for c in CLAIMS if c.name in _MOVED_TO_REMEDIES_NOTE] + [
+    Claim("training remedies: sinusoidal, paired",
+          "each is better than the plain model on paired intervals (position scaling {} [{}, {}], randomized positions "
+          "{} [{}, {}], joined {} [{}, {}] points)",
+          lambda d: [v for r in ("posscale", "randpos", "concat") for v in
+                     d.difference(runs(d, f"sinusoidal_{r}", "remedies"), runs(d, "sinusoidal"), "longform", LONG)]),
+    Fact("training remedies: sinusoidal better at 160 s, paired", "each is better than the plain model on paired intervals",
+         lambda d: [e for r in ("posscale", "randpos", "concat") for e in supports(
+             "better", d.difference(runs(d, f"sinusoidal_{r}", "remedies"), runs(d, "sinusoidal"), "longform", LONG), r)]),
+]
+def _study_info(d, key):
+    """min, max of a run_info.json value over the 24 runs of the main study."""
+    return _minmax(d.series([p], "test").runs[0].info[key] for pe in STUDY_PES for p in runs(d, pe))
+
+
+def _relative_best_from_8s_paired(d):
+    """From 8 s on (and at 160 s) relative's CER is below every other PE's, each paired CI below 0."""
+    out = []
+    for b in ("8-16", "16-32", "32-64", LONG):
+        s = "longform" if b == LONG else "test"
+        out += supports("best", [diff(d, "relative", pe, s, b) for pe in STUDY_PES if pe != "relative"], b)
+    return out
+
+
+CLAIMS = [c for c in CLAIMS if c.name not in _MOVED_TO_REMEDIES_NOTE] + [
+    Claim("limits: the model and its data",
+          "a {}-{} M-parameter Transformer + CTC trained for 1,100 steps on {} h of ≤ {} s utterances",
+          lambda d: [v / 1e6 for v in _study_info(d, "parameters")] + [_study_info(d, "train_hours")[1],
+                                                                       _study_info(d, "train_max_duration")[1]]),
+    Claim("recommendation: model size", "For a small model ({}-{} M parameters)",
+          lambda d: [v / 1e6 for v in _study_info(d, "parameters")]),
+    Claim("answer: sinusoidal on the ladder", "sinusoidal 1.09× to 1.40× (seeds 2, 3; +{} [+{}, +{}] above `none` at 160 s",
+          lambda d: d.ladder_difference(lruns("sinusoidal"), lruns("none"), GAP, 160)),
+    Fact("answer: sinusoidal grows at every doubling", "sinusoidal's grows at every doubling too",
+         lambda d: [f"{v} {a}->{b}" for v in (GAP, NOGAP) for a, b in zip(RUNGS, RUNGS[1:])
+                    if lad(d, "sinusoidal", v, b).ratio <= lad(d, "sinusoidal", v, a).ratio]
+         + supports("degrades more", d.ladder_difference(lruns("sinusoidal"), lruns("none"), GAP, 160), "vs none")),
+    Claim("remedies answer: RoPE on the test ladder",
+          "On the test ladder: {} / {} % against {} / {} % plain (no-gap recordings, seeds 2 / 3;",
+          lambda d: [ltest(d, "rope", 2, "_window2p5"), ltest(d, "rope", 3, "_window2p5"), ltest(d, "rope", 2),
+                     ltest(d, "rope", 3)]),
+    Claim("remedies answer: the window for the others",
+          "`window:2.5` is chosen on dev for sinusoidal, `none` and CAPE too ({}-{} points better on test)",
+          lambda d: _minmax(ltest(d, pe, s) - ltest(d, pe, s, "_window2p5") for pe in ("sinusoidal", "none", "cape")
+                            for s in S23)),
+    Fact("remedies answer: every dev choice", "relative keeps the plain decoding (a tie; seed 3)", _ladder_dev_choices),
+    Fact("relative the most accurate from 8 s, paired", "Relative is flat and the most accurate model from 8 s on",
+         _relative_best_from_8s_paired),
+    Fact("relative tied with RoPE up to 8 s, paired", "tied with RoPE up to 8 s",
+         lambda d: [e for b in ("0-2", "2-4", "4-8") for e in supports("like", diff(d, "relative", "rope", "test", b), b)]),
+    Fact("70 ms 3x: CAPE no better than none, paired", "attention like `none`'s, no better than `none`",
+         lambda d: supports("no better", diff(d, "cape", "none", "test", "2-4", F70L), "2-4 s")
+         + supports("no better", diff(d, "cape", "none", "longform", LONG, F70L), "160 s")),
+    Claim("training remedies: summary", "sinusoidal gains {}-{} points at 160 s from them (paired CIs exclude 0)",
+          lambda d: _minmax(long_(d, "sinusoidal") - long_(d, f"sinusoidal_{r}", folder="remedies")
+                            for r in ("posscale", "randpos", "concat"))),
+    Fact("training remedies: summary, paired", "(paired CIs exclude 0)",
+         lambda d: [e for r in ("posscale", "randpos", "concat") for e in supports(
+             "better", d.difference(runs(d, f"sinusoidal_{r}", "remedies"), runs(d, "sinusoidal"), "longform", LONG), r)]),
+]
+
+
 DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, STUDY / "retrain" / "README.md": RETRAIN_NOTE_CLAIMS,
-             STUDY / "hybrid" / "README.md": HYBRID_NOTE_CLAIMS}
+             STUDY / "hybrid" / "README.md": HYBRID_NOTE_CLAIMS, LADDER / "README.md": LADDER_NOTE_CLAIMS,
+             STUDY / "seeds" / "README.md": SEEDS_NOTE_CLAIMS, STUDY / FT / "README.md": FINETUNE_NOTE_CLAIMS,
+             STUDY / "remedies_report" / "README.md": REMEDIES_NOTE_CLAIMS}
 
 
 def copied_rows(report: str) -> list[str]:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from asr_pe.plots.results_claims import Claim, Fact, StudyData, check_claims, markdown_rows, number_pattern
+from asr_pe.evaluation.in_context import InContextResult, RecordingRow
+from asr_pe.plots.results_claims import (Claim, Fact, StudyData, check_claims, markdown_rows, number_pattern,
+                                         paired_ratio_difference, supports)
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "recipes" / "synth" / "RESULTS.md"
@@ -126,3 +128,59 @@ def test_committed_remedy_tables_are_what_the_archived_runs_give(committed, tmp_
                           "--parts", "recipes/synth/study/longform/parts.json"],
                          cwd=REPO, check=True, capture_output=True, text=True).stdout
     assert out == (REPO / committed).read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- the study notes and comparative words
+
+def test_every_study_note_with_numbers_is_checked():
+    """RESULTS.md and every study README that prints results of the archive (issue 48 point 1)."""
+    checked = {p.relative_to(REPO).as_posix() for p in synth.DOCUMENTS}
+    assert checked >= {"recipes/synth/RESULTS.md", "recipes/synth/study/ladder/README.md",
+                       "recipes/synth/study/seeds/README.md", "recipes/synth/study/finetune/README.md",
+                       "recipes/synth/study/retrain/README.md", "recipes/synth/study/hybrid/README.md",
+                       "recipes/synth/study/remedies_report/README.md"}
+    assert len(synth.LADDER_NOTE_CLAIMS) >= 30 and len(synth.FINETUNE_NOTE_CLAIMS) >= 20
+
+
+def test_a_ladder_number_changed_in_its_readme_is_reported(data):
+    path = REPO / "recipes" / "synth" / "study" / "ladder" / "README.md"
+    text = path.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| RoPE, gap 0.5 s | 2, 3 |"))
+    failures = check_claims(text.replace(row, row.replace("| 1.31 |", "| 1.35 |")), synth.LADDER_NOTE_CLAIMS, data)
+    assert [f.name for f in failures] == ["ladder table: rope, gap500ms"]
+
+
+def test_a_comparative_word_the_paired_interval_contradicts_is_reported(data):
+    """The ladder README once said CAPE behaves like `none`; CAPE − none at 160 s is +0.05 [+0.03, +0.09]."""
+    interval = data.ladder_difference(synth.lruns("cape"), synth.lruns("none"), synth.GAP, 160)
+    assert supports("degrades more", interval) == []
+    assert "'like' not supported" in supports("like", interval)[0]
+
+
+def test_paired_ratio_difference_of_made_up_recordings():
+    def result(whole, alone):
+        rows = tuple(RecordingRow(id=f"r{i}", duration=1.0, parts=1, ref_chars=100, whole_char_errors=w,
+                                  alone_char_errors=a, ref_words=10, whole_word_errors=0, alone_word_errors=0)
+                     for i, (w, a) in enumerate(zip(whole, alone)))
+        return InContextResult(metric="cer", rows=rows, whole=math.nan, alone=math.nan, ratio=math.nan,
+                               ci_low=math.nan, ci_high=math.nan, n_boot=0)
+    a = result([4, 6, 5, 5], [2, 3, 2, 3])              # ratio 2
+    b = result([2, 3, 2, 3], [2, 3, 2, 3])              # ratio 1
+    assert paired_ratio_difference([a], [a]) == (0.0, 0.0, 0.0)
+    point, lo, hi = paired_ratio_difference([a, a], [b])
+    assert point == pytest.approx(1.0) and lo <= 1.0 <= hi
+    with pytest.raises(ValueError, match="different recordings"):
+        paired_ratio_difference([a], [result([1], [1])])
+
+
+@pytest.mark.parametrize("word, interval, ok", [
+    ("worse", (0.5, 0.1, 0.9), True), ("worse", (0.5, -0.1, 0.9), False), ("better", (-0.5, -0.9, -0.1), True),
+    ("like", (0.05, -0.01, 0.1), True), ("like", (0.05, 0.01, 0.1), False), ("no better", (-0.1, -0.3, 0.1), True),
+    ("no better", (-0.2, -0.3, -0.1), False), ("degrades more", (0.05, 0.01, 0.1), True)])
+def test_comparative_words_need_the_paired_interval_on_their_side(word, interval, ok):
+    assert (supports(word, interval) == []) is ok
+
+
+def test_best_needs_every_rival_beaten():
+    assert supports("best", [(-1, -2, -0.5), (-0.3, -0.6, -0.1)]) == []
+    assert len(supports("best", [(-1, -2, -0.5), (-0.3, -0.6, 0.1)])) == 1
