@@ -719,28 +719,28 @@ CLAIMS = [
                        for pe in ("rope", "relative")]]),
     # recommendation
     Claim("recommendation: relative",
-          "| relative (Transformer-XL) | **first choice**, short and long inputs | {} → {} → {} % ({}×); the most "
+          "| relative (Transformer-XL) | **first choice**, short and long inputs | {} → {} → {} % ({}× in context); the most "
           "accurate model from 8 s on; the only PE that works with a 70 ms front end ({} → {} → {} %); hybrid: best "
           "joint decoding at 32-64 s ({} %) |",
-          lambda d: [*trio(d, "relative"), ratio(d, "relative"), *trio(d, "relative", folder="arms/frontend70"),
+          lambda d: [*trio(d, "relative"), in_ctx(d, "relative").ratio, *trio(d, "relative", folder="arms/frontend70"),
                      _hybrid(d, "relative", "test_joint", "32-64")]),
     Fact("recommendation: relative best joint decoding", "hybrid: best joint decoding at 32-64 s",
          lambda d: [] if min(("none", "rope", "relative", "sinusoidal"), key=lambda pe: _hybrid(d, pe, "test_joint", "32-64"))
          == "relative" else ["another PE's joint decoding is better"]),
     Claim("recommendation: alibi, rem",
-          "| alibi, rem | good, flat; next after relative | ALiBi {} → {} → {} %, REM {} → {} → {} % ({}×, {}×) |",
-          lambda d: [*trio(d, "alibi"), *trio(d, "rem"), ratio(d, "alibi"), ratio(d, "rem")]),
-    Claim("recommendation: shaw", "{} → {} → {} % ({}×): past its clip distance every key looks alike; windowed {} % at 160 s",
-          lambda d: [*trio(d, "shaw"), ratio(d, "shaw"), long_(d, "shaw", "_window")]),
+          "| alibi, rem | good, flat; next after relative | ALiBi {} → {} → {} %, REM {} → {} → {} % ({}×, {}× in context) |",
+          lambda d: [*trio(d, "alibi"), *trio(d, "rem"), in_ctx(d, "alibi").ratio, in_ctx(d, "rem").ratio]),
+    Claim("recommendation: shaw", "{} → {} → {} % ({}× in context): past its clip distance every key looks alike; windowed {} % at 160 s",
+          lambda d: [*trio(d, "shaw"), in_ctx(d, "shaw").ratio, long_(d, "shaw", "_window")]),
     Claim("recommendation: rope",
           "| {} → {} → {} % ({}× [{}, {}]) in both seeds; windowed {} → {} → {} %; hybrid CTC head {}× |",
           lambda d: [*trio(d, "rope"), *ratio_ci(d, "rope"), *trio(d, "rope", "_window"),
                      _hybrid(d, "rope", "longform_ctc", LONG) / _hybrid(d, "rope", "test_ctc", "2-4")]),
     Claim("recommendation: t5, sinusoidals",
-          "| T5 {} → {} → {} % ({}× [{}, {}]), windowed {} % at 160 s; sinusoidal {} → {} → {} % ({}× [{}, {}]); "
+          "| in context: T5 {} → {} → {} % ({}×), windowed {} % at 160 s; sinusoidal {} → {} → {} % ({}×); "
           "√D {} → {} → {} % ({}×) |",
-          lambda d: [*trio(d, "t5"), *ratio_ci(d, "t5"), long_(d, "t5", "_window"), *trio(d, "sinusoidal"),
-                     *ratio_ci(d, "sinusoidal"), *trio(d, "sinusoidal_sqrtd"), ratio(d, "sinusoidal_sqrtd")]),
+          lambda d: [*trio(d, "t5"), in_ctx(d, "t5").ratio, long_(d, "t5", "_window"), *trio(d, "sinusoidal"),
+                     in_ctx(d, "sinusoidal").ratio, *trio(d, "sinusoidal_sqrtd"), in_ctx(d, "sinusoidal_sqrtd").ratio]),
     Claim("recommendation: none, conv, learned, cape",
           "nor with a 70 ms front end ({} % at 2-4 s, `none` {}; with 3× the steps {}, `none` {}) | `none` {} → {} → "
           "{} %, conv {} → {} → {} %, learned {} → {} → {} %, CAPE {} → {} → {} % |",
@@ -1242,6 +1242,21 @@ CLAIMS = [c for c in CLAIMS if c.name not in _MOVED_TO_REMEDIES_NOTE] + [
          _relative_best_from_8s_paired),
     Fact("relative tied with RoPE up to 8 s, paired", "tied with RoPE up to 8 s",
          lambda d: [e for b in ("0-2", "2-4", "4-8") for e in supports("like", diff(d, "relative", "rope", "test", b), b)]),
+    Fact("Conformer beats the relative Transformer from 2 s, paired", "(from 2 s on paired CIs; at 0-2 s four are within them)",
+         lambda d: [e for pe in CONFORMER_PES for b in (*TEST_BUCKETS[1:], LONG) for e in supports(
+             "better", d.difference(runs(d, pe, "arms/conformer"), runs(d, "relative"), "longform" if b == LONG else "test",
+                                    b), f"{pe} {b}")]
+         + ([] if sum(1 for pe in CONFORMER_PES if supports("better", d.difference(
+             runs(d, pe, "arms/conformer"), runs(d, "relative"), "test", "0-2"))) == 4 else ["not four within at 0-2 s"])),
+    Fact("70 ms: CAPE worse than relative and none, paired", "CAPE is 5× worse than relative and worse than `none`",
+         lambda d: supports("worse", d.difference(runs(d, "cape", "arms/frontend70"), runs(d, "relative", "arms/frontend70"),
+                                                  "test", "2-4"), "vs relative")
+         + supports("worse", diff(d, "cape", "none", "test", "2-4", "arms/frontend70"), "vs none 2-4 s")
+         + supports("worse", diff(d, "cape", "none", "longform", LONG, "arms/frontend70"), "vs none 160 s")),
+    Fact("70 ms 3x: sinusoidal the best of three inside the training lengths, paired",
+         "is the best of the three inside the training lengths",
+         lambda d: [e for b in ("0-2", "2-4") for e in supports(
+             "best", [diff(d, "sinusoidal", o, "test", b, F70L) for o in ("none", "cape")], b)]),
     Fact("70 ms 3x: CAPE no better than none, paired", "attention like `none`'s, no better than `none`",
          lambda d: supports("no better", diff(d, "cape", "none", "test", "2-4", F70L), "2-4 s")
          + supports("no better", diff(d, "cape", "none", "longform", LONG, F70L), "160 s")),
