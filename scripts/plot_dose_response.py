@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """The dose-response figure and table of length on the ladder: the in-context ratio versus the rung,
-per PE (seeds pooled, two-level 95 % CI), one panel per join variant (asr_pe/plots/dose_response.py).
+per PE (seeds pooled, crossed 95 % CI: recordings x seeds), one panel per join variant (asr_pe/plots/dose_response.py).
 
     python scripts/plot_dose_response.py --runs runs/synth_study/*_ctc_s* --ladder <ladder dir or composition> \\
         [--pool test] [--suffix ""] --out recipes/synth/study/ladder

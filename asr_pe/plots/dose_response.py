@@ -3,7 +3,7 @@
 For every run under the given paths that was decoded on a ladder pool (`scripts/evaluate_ladder.py`
 or ``evaluate.py data.test=[...]`` with the ladder's manifests), `ladder_series` computes the
 in-context ratio per (variant, rung) (`asr_pe.evaluation.ladder_report.run_ladder`) and pools the
-seeds of each label (two-level CI: seeds, then recordings). `plot_dose_response` draws one panel
+seeds of each label (crossed CI: one draw of recordings for every seed, and a draw of seeds). `plot_dose_response` draws one panel
 per join variant: x the rung (seconds of speech, log scale), y the in-context ratio (recordings
 decoded whole over the same utterances decoded alone), one line per label with its 95 % CI band,
 a line at 1 (no effect of length); `dose_response_markdown` gives the same numbers as a table

@@ -12,7 +12,7 @@ as whisker, joined by a dotted segment: another test set, no data in between). T
 the reference: dashed grey in every family panel. A last panel gives, per label, the headline:
 the **in-context ratio** where the runs have per-utterance scores and the long set's parts are
 known (`asr_pe.plots.in_context_table`: the long recordings decoded whole over the same utterances
-decoded alone, seeds pooled; whisker: the 95 % two-level bootstrap CI, seeds then recordings;
+decoded alone, seeds pooled; whisker: the 95 % crossed bootstrap CI (recordings x seeds);
 ticks: each seed's ratio). Elsewhere it falls back to the cross-set ratio long-form /
 reference bucket (default ``2-4`` s of the short set; different content): the point is the
 **ratio of the seed means**, the whisker its 95 % bootstrap CI where the parts are known (each
@@ -135,7 +135,7 @@ def _by_run(s: LabelSeries, bucket: str) -> dict[Path, float]:
 
 def in_context_ratios(in_context: Mapping[str, LabelInContext]) -> list[LengthRatio]:
     """Per label: the in-context ratio (the long recordings decoded whole over the same utterances
-    decoded alone, seeds pooled) with its two-level CI (seeds, then recordings) and each seed's
+    decoded alone, seeds pooled) with its crossed CI (recordings x seeds) and each seed's
     ratio (`asr_pe.plots.in_context_table.label_in_context`), sorted by ratio."""
     out = []
     for label, item in in_context.items():
