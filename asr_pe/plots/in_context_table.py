@@ -5,11 +5,11 @@ and ``eval/<alone set>/per_utt.jsonl`` (their source utterances decoded alone) a
 (`asr_pe.evaluation.in_context.parts_of_set`: a parts file given, or the manifest that
 ``buckets.meta.json`` names), `label_in_context` computes each seed's in-context ratio
 (`in_context`, CI over recordings) and pools the seeds of a label (`pooled_in_context`: the ratio
-Σ whole / Σ alone over seeds and recordings, CI from the two-level bootstrap).
+Σ whole / Σ alone over seeds and recordings, CI from the crossed bootstrap: recordings x seeds).
 
 `in_context_table` writes two markdown tables: per label, the recordings, the pooled CER of the
 recordings decoded whole and of the same utterances alone, the in-context ratio with its
-two-level 95 % CI, each seed's ratio with its CI over recordings, and (secondary) the old
+crossed 95 % CI (recordings x seeds), each seed's ratio with its CI over recordings, and (secondary) the old
 cross-set ratio long set / reference bucket with a CI that resamples recordings together with
 the reference utterances inside them (`length_ratio_ci` with ``parts``); then, per recording,
 each label's ratio (seeds pooled), to show whether one recording carries the effect.
@@ -85,7 +85,7 @@ def _ratio_text(ratio: float, lo: float, hi: float) -> str:
 
 
 def in_context_cell(item: LabelInContext | None) -> str:
-    """``1.31× [1.12, 1.55]``: the pooled in-context ratio with its two-level CI; ``–`` without."""
+    """``1.31× [1.12, 1.55]``: the pooled in-context ratio with its crossed CI (recordings x seeds); ``–`` without."""
     if item is None:
         return "–"
     p = item.pooled

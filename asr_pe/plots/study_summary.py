@@ -2,7 +2,7 @@
 
 1. Accuracy: per label, first the in-context ratio (`asr_pe.plots.in_context_table`: the
    long-form recordings decoded whole over the same utterances decoded alone, seeds pooled, with
-   its two-level 95 % CI over seeds and recordings; ``–`` where per-utterance scores or the long
+   its crossed 95 % CI (recordings x seeds); ``–`` where per-utterance scores or the long
    set's parts are missing), then CER at a few buckets of the short test set and on the long-form set,
    each as the seed mean with the per-seed values in parentheses; the cross-set degradation ratios
    (CER of a long bucket over the same label's CER in the reference bucket, both seed means,
