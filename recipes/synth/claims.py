@@ -984,6 +984,13 @@ LADDER_NOTE_CLAIMS = [
                      *_minmax(lad(d, pe, suffix="_window2p5").ratio for pe in ("none", "cape"))]),
     Claim("ladder: gap cue for relative", "relative's ratio is {}-{} lower with the silences",
           lambda d: _minmax(lad(d, "relative", NOGAP, r).ratio - lad(d, "relative", GAP, r).ratio for r in RUNGS)),
+    Claim("ladder: recordings per rung", "(test: {}, {}, {}, {}, {}, {} recordings; dev: half)",
+          lambda d: [len(lad(d, "rope", v, r, seeds=(2,)).rows) for v in (GAP,) for r in RUNGS]),
+    Fact("ladder: dev half, both variants alike", "(test: 640, 320, 160, 80, 40, 20 recordings; dev: half)",
+         lambda d: [f"{v} {r}" for v in (GAP, NOGAP) for r in RUNGS
+                    if len(lad(d, "rope", v, r, seeds=(2,)).rows) != 2 * next(
+                        x["utterances"] for x in d.series([lruns("rope", (2,))[0]], f"ladder_dev_{v}_{r}").runs[0].rows
+                        if x["bucket"] == LONG)]),
     Fact("ladder: relative lower with gaps at every rung", "lower with the silences between utterances at every rung",
          _ladder_relative_gap_cue),
 ]
@@ -1178,6 +1185,17 @@ FINETUNE_NOTE_CLAIMS = [
                       *_minmax(ftic(d, n, (s,), True).ratio for n in FT_RUNS)]]),
     Fact("finetune: the window the best decoding of each model", "The window stays the best long-input decoding",
          _ft_window_best),
+    Claim("finetune: superseded 60-step runs",
+          "160 s plain {} % ({}×), YaRN {} % ({}×), PI {} % ({}×, ~12 % at every length), windowed {}-{} %; no continuation "
+          "control, so the 2-4 s cost seen then ({} against {} %)",
+          lambda d: [v for n in ("rope_finetune", "rope_yarn_finetune", "rope_pi_finetune")
+                     for v in (ftc(d, n, LONG, (2,)), ftic(d, n, (2,)).ratio)]
+          + _minmax(ftc(d, n, b, (2,), "_window5") for n in ("rope_finetune", "rope_yarn_finetune", "rope_pi_finetune")
+                    for b in (LONG,))
+          + [ftc(d, "rope_finetune", "2-4", (2,)), ftc(d, "source_rope", "2-4", (2,))]),
+    Fact("finetune: superseded PI ~12 % at every length", "~12 % at every length",
+         lambda d: [f"{b}: {ftc(d, 'rope_pi_finetune', b, (2,)):.1f}" for b in TEST_BUCKETS
+                    if abs(ftc(d, "rope_pi_finetune", b, (2,)) - 12) >= 1]),      # "~": within a point
 ]
 
 
