@@ -141,11 +141,12 @@ def read_checksum_list(source: str | os.PathLike, workdir: str | os.PathLike) ->
 
 
 def _offline_hint(url: str, dest: Path, part: Path) -> str:
-    return (
-        f"If this machine has no internet access, download {url} elsewhere and either place it at "
-        f"{dest} or pass the folder that holds it to the recipe (run.sh --data_dir DIR); "
-        f"a partial download is kept at {part} and is resumed on the next attempt."
-    )
+    hint = (f"If this machine has no internet access, download {url} elsewhere and either place it at "
+            f"{dest} or pass the folder that holds it to the recipe (run.sh --data_dir DIR)")
+    # only a partial download that exists is worth naming (a 404 leaves none behind)
+    if part.is_file() and part.stat().st_size > 0:
+        hint += f"; the partial download {part} ({part.stat().st_size} bytes) is resumed on the next attempt"
+    return hint + "."
 
 
 def _content_range_total(value: str | None) -> int | None:

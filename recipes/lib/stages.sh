@@ -15,6 +15,8 @@
 # constants, so editing it while a recipe runs does not change the running copy (like the recipes'
 # own { ... } blocks).
 
+source "$(dirname "${BASH_SOURCE[0]}")/stage_range.sh"   # check_stage_range
+
 # Options of every corpus recipe; a recipe adds its own in `parse_options NAME... -- "$@"`.
 recipe_common_options="stage stop_stage work_dir data_dir corpus_dir mirror verify checksums longform_durations \
 pes experiment extra eval_extra smoke"
@@ -40,25 +42,32 @@ usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' 
 # parse_options NAME... -- ARG...: set the variable of each --name value (or --name=value; dashes in
 # the name read as underscores) given in ARGs. Accepted names: the common options and the NAMEs.
 parse_options() {
-  local accepted="$recipe_common_options" _opt _val
+  local accepted="$recipe_common_options" _opt _val _next _given
   while [ $# -gt 0 ] && [ "$1" != -- ]; do accepted="$accepted $1"; shift; done
   [ $# -gt 0 ] && shift
   while [ $# -gt 0 ]; do
     case "$1" in
       -h|--help) usage; exit 0 ;;
-      --*=*) _opt="${1%%=*}"; _val="${1#*=}"; shift ;;
-      --smoke) _opt=smoke; _val=true; shift  # a flag: --smoke alone means --smoke true
+      --*=*) _opt="${1%%=*}"; _val="${1#*=}"; _next=false; shift ;;
+      --smoke) _opt=smoke; _val=true; _next=false; shift  # a flag: --smoke alone means --smoke true
                case "${1:-}" in true|false) _val=$1; shift ;; esac ;;
-      --*) [ $# -ge 2 ] || { echo "$0: option $1 needs a value" >&2; exit 1; }
-           _opt="$1"; _val="$2"; shift 2 ;;
-      *) echo "$0: unexpected argument '$1' (options are --name value)" >&2; exit 1 ;;
+      --*) _opt="$1"; _next=true; shift ;;  # its value is the next argument, once the name is known
+      *) echo "$0: error: unexpected argument '$1' (options are --name value)" >&2; exit 2 ;;
     esac
+    _given=$_opt
     _opt="${_opt#--}"; _opt="${_opt//-/_}"
+    # the name first: a misspelt last option (--smok) is unknown, not one that "needs a value"
     case " $accepted " in
-      *" $_opt "*) printf -v "$_opt" '%s' "$_val" ;;
-      *) echo "$0: unknown option --$_opt" >&2; usage >&2; exit 1 ;;
+      *" $_opt "*) ;;
+      *) echo "$0: error: unknown option --$_opt" >&2; usage >&2; exit 2 ;;
     esac
+    if [ "$_next" = true ]; then
+      [ $# -ge 1 ] || { echo "$0: error: option $_given needs a value" >&2; exit 2; }
+      _val=$1; shift
+    fi
+    printf -v "$_opt" '%s' "$_val"
   done
+  check_stage_range 6
 }
 
 # recipe_setup NAME: the checked interpreter ($PYTHON and PYTHONPATH, recipes/python.sh), absolute

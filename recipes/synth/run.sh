@@ -61,7 +61,14 @@ archive_dir=runs/synth_study/archive
 report_sets="test longform"
 summary_sets="test longform"
 
+synth_options=" --stage --stop_stage --pes --seeds --jobs --threads --loss --experiment --remedy_pes --remedies \
+--attention_seeds --extra --study_dir --report_dir --archive_dir --report_sets --summary_sets "
 while [ $# -gt 0 ]; do
+  # the name first: a misspelt last option is unknown, not one that needs a value (or an unbound $2)
+  case "$synth_options" in
+    *" $1 "*) [ $# -ge 2 ] || { echo "$0: error: option $1 needs a value" >&2; exit 2; } ;;
+    *) echo "$0: error: unknown option $1" >&2; exit 2 ;;
+  esac
   case "$1" in
     --stage) stage=$2; shift 2 ;;
     --stop_stage) stop_stage=$2; shift 2 ;;
@@ -80,11 +87,12 @@ while [ $# -gt 0 ]; do
     --archive_dir) archive_dir=$2; shift 2 ;;
     --report_sets) report_sets=$2; shift 2 ;;
     --summary_sets) summary_sets=$2; shift 2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+source "$repo/recipes/lib/stage_range.sh"
+check_stage_range 4
 cd "$repo"
 source "$repo/recipes/python.sh"   # $PYTHON: set, or .venv/bin/python; checked
 log() { echo "[$(date '+%H:%M:%S')] $*"; }

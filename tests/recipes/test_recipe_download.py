@@ -125,6 +125,16 @@ def test_http_404_is_not_retried(http_server, tmp_path):
     assert len(http_server.requests) == 1
 
 
+def test_http_404_names_no_partial_download(http_server, tmp_path):
+    # the hint once said "a partial download is kept at <dest>.part" where a 404 had left none
+    with pytest.raises(DownloadError) as info:
+        download(http_server.url("/nope"), tmp_path / "nope.tgz", retries=1, **fast())
+    assert not (tmp_path / "nope.tgz.part").exists() and ".part" not in str(info.value)
+    (tmp_path / "nope.tgz.part").write_bytes(b"x" * 10)  # an earlier interrupted download: named, with its size
+    with pytest.raises(DownloadError, match=r"nope\.tgz\.part \(10 bytes\) is resumed"):
+        download(http_server.url("/nope"), tmp_path / "nope.tgz", retries=1, **fast())
+
+
 # ----------------------------------------------------------------------------------- extract
 
 

@@ -190,7 +190,7 @@ prev=; for a in "$@"; do case "$prev $a" in "--out "*.jsonl) touch "$a" ;; *" ru
         f"{repo}/scripts/make_longform.py --manifest {md}/eval.jsonl --out {md}/eval_long.jsonl --durations 10 20",
         *(f"{repo}/train.py experiment=cape_toy pe={pe} run_dir={runs}/{pe} resume=auto "
           f"data.corpus.manifest_dir={md} a=1" for pe in ("none", "rope")),
-        *(f"{repo}/evaluate.py run={runs}/{pe} data.test={sets}" for pe in ("none", "rope")),
+        *(f"{repo}/evaluate.py run={runs}/{pe} data.test={sets} reuse=true" for pe in ("none", "rope")),
         *(f"{repo}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope --test-set {s} --out {work}/plots/{s}"
           for s in ("eval", "eval_long")),
         f"{repo}/scripts/plot_corpus_figure.py {runs}/none {runs}/rope --test-sets eval eval_long "
@@ -200,4 +200,4 @@ prev=; for a in "$@"; do case "$prev $a" in "--out "*.jsonl) touch "$a" ;; *" ru
     helped = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, env=env)
     assert helped.stdout == "Toy corpus recipe.\n  stage 2  manifests; stages 3-6 as every corpus\n"
     bad = subprocess.run(["bash", str(script), "--subset", "x"], capture_output=True, text=True, env=env)
-    assert bad.returncode == 1 and "unknown option --subset" in bad.stderr  # another corpus's option
+    assert bad.returncode == 2 and "unknown option --subset" in bad.stderr  # another corpus's option
