@@ -30,7 +30,7 @@ from asr_pe.evaluation.length_ratio import length_ratio_ci
 from asr_pe.results_table import logical_path
 from asr_pe.run_folder import PER_UTT, result_dir
 
-from .wer_vs_length import RunResult, aggregate, check_one_run_per_seed, format_value, load_runs
+from .wer_vs_length import RunResult, aggregate, check_one_run_per_seed, format_value, load_runs, seeds_cell
 
 __all__ = ["LabelInContext", "label_in_context", "in_context_cell", "in_context_table"]
 
@@ -135,7 +135,7 @@ def in_context_table(paths: Iterable[str | os.PathLike], *, long_set: str = "lon
     for label in order:
         item = results[label]
         p = item.pooled
-        row = [label.removesuffix("/ctc"), ", ".join(str(r.seed) for r in item.runs), str(len(p.rows)),
+        row = [label.removesuffix("/ctc"), seeds_cell([r.seed for r in item.runs]), str(len(p.rows)),
                format_value(p.whole, 2), format_value(p.alone, 2), in_context_cell(item),
                "; ".join(_ratio_text(r.ratio, r.ci_low, r.ci_high) for r in item.per_seed)]
         if ref_bucket:

@@ -51,7 +51,7 @@ from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, eval_dir, result_dir, r
 from .in_context_table import in_context_cell, label_in_context
 from .wer_vs_length import (
     ALL_LABEL, LabelSeries, RunResult, _eval_meta, aggregate, all_buckets, ci_cell, find_run_dirs, format_value,
-    load_runs, read_run_info,
+    load_runs, read_run_info, seeds_cell,
 )
 
 ATTENTION_CSV = Path("attention_stats") / "attention_stats.csv"
@@ -133,7 +133,7 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
     for label in order:
         s, lc = cer[label], long_cer.get(label)
         ref = s.value.get(ref_bucket, math.nan)
-        seeds = ", ".join(str(x) for x in s.seeds)
+        seeds = seeds_cell(s.seeds)
         ic = in_context.get(label)
         row = [label.removesuffix("/ctc"), seeds, in_context_cell(ic)] + [_cell(s, b) for b in buckets]
         row += [_cell(lc, long_bucket) if lc else "–"]
@@ -225,7 +225,7 @@ def decodings_table(paths: Iterable[str | os.PathLike], *, sets: Sequence[str], 
     head = ["label", "set", "seeds"] + [f"{b} s" for b in cols] + ([long_name] if long_set else [])
     lines = ["| " + " | ".join(head) + " |", "| --- | --- | --- |" + " ---: |" * (len(head) - 3)]
     for name, s in rows:
-        row = [s.label, name, ", ".join(str(x) for x in s.seeds)] + [ci_cell(s, b) for b in cols]
+        row = [s.label, name, seeds_cell(s.seeds)] + [ci_cell(s, b) for b in cols]
         if long_set:
             row.append(ci_cell(long[s.label], long_bucket) if s.label in long else "–")
         lines.append("| " + " | ".join(row) + " |")
@@ -366,7 +366,7 @@ def remedy_table(paths: Iterable[str | os.PathLike], *, short_set: str = "test",
         mine, plain = _per_seed(s, ref_bucket), plain_by_seed.get(pe, {})
         shared = [d for d in mine if d in plain]
         cost = sum(mine[d] - plain[d] for d in shared) / len(shared) if shared else math.nan
-        row = [pe.removesuffix("/ctc").replace("/ctc ", " "), remedy or "(none)", ", ".join(str(x) for x in s.seeds)]
+        row = [pe.removesuffix("/ctc").replace("/ctc ", " "), remedy or "(none)", seeds_cell(s.seeds)]
         row += [ci_cell(s, b) for b in buckets] + [ci_cell(lc, long_bucket) if lc else "–"]
         row += [_ratio(lc, long_bucket, ref) if lc else "–", "–" if math.isnan(cost) else f"{cost:+.1f}"]
         lines.append("| " + " | ".join(row) + " |")

@@ -341,6 +341,12 @@ def ci_cell(s: LabelSeries, bucket: str) -> str:
     return cell
 
 
+def seeds_cell(seeds: Sequence) -> str:
+    """The ``seeds`` cell of a table: ``0, 1``; a system scored by score.py has no seed (its
+    run_info.json says ``"seed": null``), shown as ``–`` rather than ``None``."""
+    return ", ".join("–" if x is None else str(x) for x in seeds)
+
+
 def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
                     reference: dict[str, LabelSeries] | None = None,
                     reference_set: str | None = None) -> str:
@@ -361,8 +367,7 @@ def markdown_report(series: Sequence[LabelSeries], metric: str, test_set: str,
     out.append("| --- | --- |" + " ---: |" * len(cols))
     for s in series:
         cells = [ci_cell(s, b) for b in cols]
-        seeds = ", ".join(str(x) for x in s.seeds)
-        out.append(f"| {s.label} | {seeds} | " + " | ".join(cells) + " |")
+        out.append(f"| {s.label} | {seeds_cell(s.seeds)} | " + " | ".join(cells) + " |")
 
     where = f" of test set `{reference_set}`" if reference is not None else ""
     out += ["", f"## Relative degradation ({name} / {name} in the reference bucket{where})", "",

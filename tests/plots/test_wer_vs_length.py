@@ -172,3 +172,14 @@ def test_script_cli(tmp_path, sweep, capsys):
     (bad / "eval" / "t" / "buckets.csv").write_text("bucket,lo,hi,mean_duration,wer\n")
     assert mod.main([str(bad), "--out", str(out)]) == 2
     assert "run_info.json:1: invalid JSON" in capsys.readouterr().err
+
+
+def test_a_scored_system_without_a_seed_shows_a_dash_not_none(tmp_path, sweep):
+    # score.py writes "seed": null for another toolkit's model; the table once printed "None"
+    fake_run(sweep / "external", "whisper", pe=None, seed=None, wers=[9, 9, 9, 9], loss=None)
+    info = json.loads((sweep / "external" / "whisper" / "run_info.json").read_text())
+    (sweep / "external" / "whisper" / "run_info.json").write_text(
+        json.dumps({**info, "label": "whisper", "system": "external"}))
+    md = make_report([sweep], tmp_path / "fig")["md"].read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| whisper |"))
+    assert row.startswith("| whisper | – |") and "None" not in md
