@@ -2,9 +2,12 @@
 
     python score.py --manifest exp/tedlium3/manifests/test_long.jsonl --hyp whisper/test_long.jsonl \\
         --out exp/tedlium3/external/whisper [--format auto|jsonl|text|ctm] [--text-key pred_text] \\
-        [--label NAME] [--missing error|empty] [--extra error|ignore] [--channel A] [--n-boot 1000] [--no-plot]
+        [--label NAME] [--missing error|empty] [--extra error|ignore] [--channel A] [--n-boot 1000] [--no-plot] \\
+        [--normalizer whisper_english|whisper_basic]
 
-Writes <out>/eval/<test set>/{per_utt.jsonl,buckets.csv,buckets.md,buckets.meta.json} and
+Writes <out>/eval/<test set>/{per_utt.jsonl,buckets.csv,buckets.md,buckets.meta.json}, what reviewers
+inspect (alignments.pra: sclite-style per-utterance alignments; speakers.{csv,md}: per-speaker scores)
+and what sclite and meeteval read (ref.stm, hyp.stm, ref.trn, hyp.trn, ref_recordings.stm), and
 <out>/run_info.json, so scripts/plot_wer_vs_length.py plots <out> beside the recipe's runs, and
 (unless --no-plot) <out>/plots/<test set>/wer_vs_length.{png,csv,md}. A long-form set whose
 manifest records its recordings' parts, scored after the set holding those parts, also gets
@@ -26,7 +29,9 @@ from pathlib import Path
 
 from asr_pe.data.manifest import ManifestError
 from asr_pe.evaluation.buckets import DOUBLING, format_table
+from asr_pe.errors import UserError
 from asr_pe.evaluation.external_scoring import FORMATS, HypothesisError, score_hypotheses
+from asr_pe.evaluation.normalizers import NORMALIZERS
 
 
 def _edges(text: str):
@@ -61,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap draws per bucket (as evaluate.py)")
     parser.add_argument("--train-max-duration", type=float, default=None,
                         help="the system's longest training input (s), if known: the plots' reference bucket")
+    parser.add_argument("--normalizer", choices=sorted(NORMALIZERS), default=None,
+                        help="normalise references and hypotheses alike before scoring (a foreign system's cased, "
+                             "punctuated output; whisper_english: Whisper's English normaliser, from the "
+                             "whisper-normalizer package: pip install -e '.[normalize]'); default: none, as for "
+                             "our runs; recorded in buckets.meta.json")
     parser.add_argument("--no-plot", action="store_true", help="skip <out>/plots/<test set>/")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -70,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         rows, folder = score_hypotheses(
             args.manifest, args.hyp, args.out, fmt=args.format, text_key=args.text_key, test_set=args.test_set,
             label=args.label, edges=args.edges, n_boot=args.n_boot, missing=args.missing, extra=args.extra,
-            train_max_duration=args.train_max_duration, channel=args.channel)
-    except (HypothesisError, ManifestError, FileNotFoundError, ValueError) as e:
+            train_max_duration=args.train_max_duration, channel=args.channel, normalizer=args.normalizer)
+    except (UserError, HypothesisError, ManifestError, FileNotFoundError, ValueError) as e:
         if os.environ.get("ASR_PE_DEBUG"):
             raise
         print(f"error: {e}", file=sys.stderr)

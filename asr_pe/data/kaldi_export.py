@@ -15,10 +15,14 @@ icefall/lhotse (``lhotse kaldi import``) and Kaldi itself read a data directory:
 
 Recording ids: an audio file that holds exactly one utterance of the set, starting at 0, is
 recorded under that utterance's id (a long-form recording, a LibriSpeech file), so a CTM
-written per recording or per utterance names the same thing; a file holding several
-utterances (a TED talk) is recorded under its file stem (``-2``, ``-3``, ... appended where two
-files share a stem). `recording_ids` is the one definition; ``asr_pe.evaluation.external_scoring``
-uses it to map a recording-level CTM back onto the utterances.
+written per recording or per utterance names the same thing; so is a file whose one utterance
+bears the file's own name (a whole TED talk of ``test_talks``: ``<talk>`` from its first scored
+segment, in ``<talk>.sph``), so that a talk-level CTM keyed ``<talk>``, as a system decoding the
+talk's file writes it, names the recording. A file holding several utterances (a TED talk's
+segments, or the parts of a talk cut at unscored speech) is recorded under its file stem (``-2``,
+``-3``, ... appended where two files share a stem or the stem is another utterance's id).
+`recording_ids` is the one definition; ``asr_pe.evaluation.external_scoring`` uses it to map a
+recording-level CTM back onto the utterances.
 
 Speakers: Kaldi's files must sort the same by utterance and by speaker, which holds when every
 utterance id starts with its speaker id. The manifest's ``speaker`` is used where that is so
@@ -77,7 +81,7 @@ def recording_ids(utts: Sequence[Utterance]) -> dict[str, str]:
     taken: set[str] = set()
     file_id: dict[str, str] = {}
     for path, members in by_file.items():  # first appearance order: deterministic
-        if len(members) == 1 and members[0].offset == 0:
+        if len(members) == 1 and (members[0].offset == 0 or members[0].id == Path(path).stem):
             file_id[path] = members[0].id
             taken.add(members[0].id)
     for path, members in by_file.items():

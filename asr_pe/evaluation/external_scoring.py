@@ -23,9 +23,14 @@ Hypothesis formats (`read_hypotheses`):
   lines are comments. The recording field is an utterance id (times relative to the utterance)
   or a recording id of the Kaldi export (`asr_pe.data.kaldi_export.recording_ids`; times in the
   recording, as Kaldi's ``get_ctm.sh`` writes them through ``segments``): such a word belongs to
-  the utterance whose span holds its midpoint (sclite's rule). A CTM cannot spell an empty
-  hypothesis, so an utterance without words is one; words in no utterance's span are counted and
-  reported (they cannot be scored per utterance).
+  the utterance whose span holds its midpoint (sclite's rule). A name that is both, a whole TED
+  talk ``<talk>`` that starts at its first scored segment, is read as the recording (times in the
+  talk's file, what a system decoding that file writes); only an utterance that fills its file from
+  0 takes all its words whatever their times. A CTM cannot spell an empty hypothesis, so an
+  utterance without words is one. A word in no utterance's span (applause before a talk, speech
+  the corpus left untranscribed: TED-LIUM's ``ignore_time_segment_in_scoring`` lines) is dropped
+  and counted (``ctm_words_outside_utterances`` in buckets.meta.json), as sclite drops a word in an
+  ignored segment of its STM; ``ref_recordings.stm`` (`asr_pe.evaluation.sclite_files`) is that STM.
 
   A CTM is one decoding, sorted by recording, channel and start time (sclite's input format), and
   a channel is one side of a recording (``A``/``B`` of a telephone call; Kaldi writes ``1``),
@@ -34,6 +39,12 @@ Hypothesis formats (`read_hypotheses`):
   left out), and a word that starts before the previous word of its recording and channel, or
   before that word's middle (two decodings of the same speech), is an error naming the line:
   scored, either would count a correct transcript as errors.
+
+Beside per_utt.jsonl: ``alignments.pra`` and ``speakers.{csv,md}``
+(`asr_pe.evaluation.alignment_report`), and the STM/trn files sclite and meeteval read
+(`asr_pe.evaluation.sclite_files`). ``normalizer`` (``--normalizer``, off by default) applies a
+named normaliser to references and hypotheses alike (`asr_pe.evaluation.normalizers`), recorded in
+buckets.meta.json (``"normalizer": null`` when off).
 
 Ids: an utterance of the manifest without a hypothesis is an error (`HypothesisError`) unless
 ``missing="empty"`` (then it is scored as empty, all deletions, and counted); a hypothesis whose
@@ -68,7 +79,10 @@ from asr_pe.evaluation.buckets import (
     write_bucket_files,
     write_per_utt,
 )
-from asr_pe.errors import ConfigError
+from asr_pe.errors import ConfigError, UserError
+from asr_pe.evaluation.alignment_report import speaker_of_utterances, write_alignment_reports
+from asr_pe.evaluation.normalizers import load_normalizer
+from asr_pe.evaluation.sclite_files import write_sclite_files
 from asr_pe.evaluation.scoring import score_record
 from asr_pe.io import atomic_write_text, read_jsonl
 from asr_pe.run_folder import CHECKPOINTS, CONFIG, PER_UTT, eval_dir, result_dir, run_info_path
@@ -103,13 +117,14 @@ class Hypotheses:
 
 
 def guess_format(path: str | os.PathLike) -> str:
-    """``jsonl`` for .jsonl/.json, ``ctm`` for .ctm, ``text`` for a file named ``text`` or .txt."""
+    """``jsonl`` for .jsonl/.json, ``ctm`` for .ctm, ``text`` for a file named ``text``, ``text.*``,
+    ``*.text`` (ESPnet/icefall decode folders name them ``hyp.text``, ``<set>.text``) or .txt."""
     name = Path(path).name.lower()
     if name.endswith((".jsonl", ".json")):
         return "jsonl"
     if name.endswith(".ctm"):
         return "ctm"
-    if name == "text" or name.endswith(".txt") or name.startswith("text"):
+    if name == "text" or name.endswith((".txt", ".text")) or name.startswith("text"):
         return "text"
     raise HypothesisError(f"{path}: cannot tell the hypothesis format from the file name; pass --format "
                           f"({' | '.join(FORMATS)})")
@@ -269,8 +284,9 @@ def _ctm_to_utterances(hyps: Hypotheses, utts: Sequence[Utterance]) -> tuple[dic
     words: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
     unknown, outside = [], 0
     for name, items in hyps.ctm_words.items():
-        if name in utt_by_id:        # utterance-level CTM: times inside the utterance
-            words[name].extend(items)
+        utt = utt_by_id.get(name)
+        if utt is not None and (utt.offset == 0 or name not in members):
+            words[name].extend(items)  # utterance-level CTM: times inside the utterance
         elif name in members:        # recording-level CTM: the utterance whose span holds the midpoint
             spans = members[name]
             for start, dur, word in items:
@@ -357,16 +373,19 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
                      fmt: str = "auto", text_key: str | None = None, test_set: str | None = None,
                      label: str | None = None, edges: Sequence[float] | str = DOUBLING, n_boot: int = 1000,
                      missing: str = "error", extra: str = "error", train_max_duration: float | None = None,
-                     channel: str | None = None) -> tuple[list[dict], Path]:
+                     channel: str | None = None, normalizer: str | None = None) -> tuple[list[dict], Path]:
     """Score ``hyp_path`` against ``manifest``; write ``<out_dir>/eval/<test set>/``; returns (rows, folder).
 
     ``test_set`` defaults to the manifest's name without ``.jsonl``; ``label`` (the legend of the
     plots) to ``out_dir``'s name. ``train_max_duration``: the system's longest training input, the
     plots' reference bucket (unknown for most published models: leave it None). ``channel``: the
-    one CTM channel to score. A trained run's folder is refused before anything is read."""
+    one CTM channel to score. ``normalizer``: a name of `asr_pe.evaluation.normalizers` applied to
+    references and hypotheses alike (None: only lower case and white space, as for our runs). A
+    trained run's folder is refused before anything is read."""
     manifest, out_dir = Path(manifest), Path(out_dir)
     label = label or out_dir.resolve().name
     check_system_folder(out_dir, label)
+    norm, norm_record = load_normalizer(normalizer) if normalizer else ((lambda t: t), None)
     test_set = test_set or manifest.name.removesuffix(".jsonl")
     utts = read_manifest(manifest)
     if not utts:
@@ -375,7 +394,7 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
     hyps = read_hypotheses(hyp_path, fmt, text_key, channel)
     texts, counts = match_hypotheses(utts, hyps, missing=missing, extra=extra)
     # float32 durations: what evaluate.py's data loader hands its scoring (same buckets at the edges)
-    records = [score_record(u.id, float(np.float32(u.duration)), u.text, h) for u, h in zip(utts, texts)]
+    records = [score_record(u.id, float(np.float32(u.duration)), norm(u.text), norm(h)) for u, h in zip(utts, texts)]
     resolved = resolve_edges(edges, [r["duration"] for r in records])
     rows = bucket_table(records, resolved, n_boot=n_boot, seed=0)
     info = {"label": label, "system": "external", "pe": None, "loss": None, "encoder": None, "seed": None,
@@ -383,12 +402,24 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
     atomic_write_text(run_info_path(out_dir), json.dumps(info, indent=2, sort_keys=True) + "\n")
     folder = result_dir(out_dir, test_set)
     meta = {"system": label, "test_set": test_set, "manifest": str(manifest), "hypotheses": str(hyp_path),
-            "format": hyps.format, **({"text_key": text_key} if text_key else {}),
+            "format": hyps.format, **({"text_key": text_key} if text_key else {}), "normalizer": norm_record,
             "edges": describe_edges(edges, resolved), **counts}
     write_per_utt(records, folder / PER_UTT)
     write_bucket_files(rows, folder, meta=meta)
+    _write_inspection_files(records, utts, folder, f"{label} on {test_set}")
     score_in_context(utts, manifest, out_dir, test_set, n_boot=n_boot)
     return rows, folder
+
+
+def _write_inspection_files(records: Sequence[dict], utts: Sequence[Utterance], folder: Path, title: str) -> None:
+    """alignments.pra and speakers.{csv,md} (`alignment_report`), and the STM/trn files sclite and
+    meeteval read (`sclite_files`), beside per_utt.jsonl."""
+    speaker_of = speaker_of_utterances(utts)
+    write_alignment_reports(records, speaker_of, folder, title)
+    try:
+        write_sclite_files(records, speaker_of, utts, folder)
+    except UserError as e:  # the scores stand; only these files cannot be written
+        log.warning("%s: STM/trn files not written: %s", folder, e)
 
 
 def score_in_context(utts: Sequence[Utterance], manifest: Path, out_dir: Path, test_set: str, *,
