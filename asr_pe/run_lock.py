@@ -84,8 +84,9 @@ def run_lock(run_dir: Path, program: str = "") -> Iterator[None]:
         os.close(fd)  # releases the record lock
 
 
-def release_run_lock(run_dir: Path) -> None:
-    """Give the lock back before the process ends (a failed first start that leaves the folder)."""
+def release_run_lock(run_dir: Path) -> bool:
+    """Give the lock back before the process ends (a refused start); whether this process held it."""
     fd = _held.pop(Path(run_dir).resolve(), None)
     if fd is not None:
         os.close(fd)
+    return fd is not None

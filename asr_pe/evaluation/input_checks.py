@@ -54,6 +54,22 @@ def check_learned_pe_table(run_cfg: DictConfig, test_utts: Mapping[str, list[Utt
                 f"{limit_s:.3g} s, or set pe.input.policy=clamp or wrap in {config_path(run_dir)}")
 
 
+def check_long_enough(run_cfg: DictConfig, test_utts: Mapping[str, list[Utterance]]) -> None:
+    """An utterance too short to give the encoder one frame (under one 25 ms feature window, or
+    under the front end's subsampling) is decoded as nothing and scored as all deletions without a
+    word: say so before decoding, naming the first such manifest line and how many there are."""
+    frames = encoder_frames_fn(run_cfg)
+    for name, utts in test_utts.items():
+        short = [u for u in utts if u.duration < 1.0 and frames(u.duration) < 1]  # frames: a torch call each
+        if short:
+            first = short[0]
+            need = next((s / 1000 for s in range(1, 10001) if frames(s / 1000) >= 1), None)
+            raise ConfigError(
+                f"{first.source or first.audio_filepath}: utterance {first.id!r} of test set {name!r} lasts "
+                f"{first.duration:g} s, too short for one encoder frame (this model needs at least {need:g} s); "
+                f"{len(short)} of {len(utts)} utterances of the set are: remove them from the manifest")
+
+
 def check_eval_inputs(run_cfg: DictConfig, decode: Mapping[str, Any], test_utts: Mapping[str, list[Utterance]],
                       settings: Mapping[str, Any], run_dir: str | Path) -> None:
     """Before the model is loaded: the decoding settings against the run's loss, each test set's
@@ -63,7 +79,8 @@ def check_eval_inputs(run_cfg: DictConfig, decode: Mapping[str, Any], test_utts:
     sample_rate = int(run_cfg.data.features.sample_rate)
     for name, utts in test_utts.items():
         scan_audio(utts, sample_rate=sample_rate, name=name)
+    check_long_enough(run_cfg, test_utts)
     check_learned_pe_table(run_cfg, test_utts, settings, run_dir)
 
 
-__all__ = ["check_eval_inputs", "check_learned_pe_table"]
+__all__ = ["check_eval_inputs", "check_learned_pe_table", "check_long_enough"]

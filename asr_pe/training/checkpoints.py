@@ -15,20 +15,34 @@ training) and ``checkpoints/best.ckpt`` (lowest ``val/cer``); no version counter
 do not depend on the path or the interval; the best score restored wherever the folder now lives.
 The metric logs are flushed before each checkpoint, so ``logs/metrics.csv`` always holds every
 row the checkpoint has trained through (see `asr_pe.training.metrics_log`).
+
+Written atomically inside the run folder (`RunFolderCheckpointIO`): Checkpoints written atomically inside the run folder.
+
+Lightning's `TorchCheckpointIO` writes through an fsspec transaction whose temporary file lives in
+``$TMPDIR``; committing it is a rename only when ``$TMPDIR`` is on the run folder's file system.
+On a cluster it usually is not (node-local /tmp, a shared run folder), so the commit is a copy,
+and a job killed during it (a time limit, preemption) leaves a truncated ``last.ckpt``: the one
+file a requeued job resumes from. Here the temporary file is in the checkpoint's own folder, so
+the final step is always an atomic ``os.replace``.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 from typing import Any
 
+import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
+
+from asr_pe.io import atomic_write_bytes
 
 from asr_pe.evaluation.provenance import checkpoint_step as stored_step
 from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, LAST, checkpoint_dir
 
-from .epoch_boundaries import make_resumable
+from .lightning_private import make_resumable
 
 log = logging.getLogger(__name__)
 
@@ -155,3 +169,14 @@ def remove_partial_writes(run_dir: Path) -> list[Path]:
         log.info("removed %d partial write(s) of an interrupted process: %s", len(removed),
                  ", ".join(str(p.relative_to(run_dir)) for p in removed))
     return removed
+
+
+class RunFolderCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written atomically inside the run folder (the module docstring says why)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        atomic_write_bytes(path, buffer.getvalue())

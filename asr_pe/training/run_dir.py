@@ -36,20 +36,30 @@ def resolve_run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run_dir)
 
 
+_HYDRA_SUBDIRS: dict[str, str] = {}  # output_dir -> the subdir this process' start was given
+
+
 def hydra_output_subdir(output_dir: str) -> str:
     """Where Hydra saves a start's config, overrides and its own config in the run folder:
     ``.hydra`` the first time, ``.hydra/start-<date>_<time>`` on a later start into the same
-    folder (a resume), so the record of how the run was first launched is never overwritten."""
+    folder (a resume), so the record of how the run was first launched is never overwritten.
+    Answered once per folder and process: asked again after Hydra wrote there, it names the same
+    subdir (what a refused start takes back, `asr_pe.training.run`)."""
     import time
 
+    if output_dir in _HYDRA_SUBDIRS:
+        return _HYDRA_SUBDIRS[output_dir]
     first = Path(output_dir) / HYDRA
     if not (first / CONFIG).exists():
-        return HYDRA
-    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
-    sub, k = f"start-{stamp}", 1
-    while (first / sub).exists():
-        sub, k = f"start-{stamp}-{k}", k + 1
-    return f"{HYDRA}/{sub}"
+        sub = HYDRA
+    else:
+        stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+        name, k = f"start-{stamp}", 1
+        while (first / name).exists():
+            name, k = f"start-{stamp}-{k}", k + 1
+        sub = f"{HYDRA}/{name}"
+    _HYDRA_SUBDIRS[output_dir] = sub
+    return sub
 
 
 class ResumeConflict(UserError, ValueError):

@@ -36,7 +36,7 @@ from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from asr_pe.errors import UserError
-from .epoch_boundaries import EpochCountsAfterResume, make_resumable
+from .lightning_private import EpochCountsAfterResume, make_resumable
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class NonFiniteGuard(Callback):
 class SaveOnSigterm(Callback):
     """On Lightning's SIGTERM stop during training, save the step reached to ``path`` (every rank
     takes part: the stop is agreed across ranks, and saving ends in a barrier). A stop between two
-    epochs is saved in the state Lightning resumes right (`asr_pe.training.epoch_boundaries`)."""
+    epochs is saved in the state Lightning resumes right (`asr_pe.training.lightning_private`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

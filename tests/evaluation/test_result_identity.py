@@ -183,3 +183,14 @@ def test_the_lock_is_reentrant_in_its_process_and_released_by_the_block(tmp_path
     release_run_lock(run)
     with run_lock(run):
         pass
+
+
+def test_an_utterance_too_short_for_one_encoder_frame_is_named_not_scored_as_deletions(run, corpus, tmp_path):  # noqa: F811
+    utts = read_manifest(corpus / "test-clean.jsonl")[:2]
+    blip = Utterance(id="blip", audio_filepath=utts[0].audio_filepath, duration=0.001, text="a word")
+    path = tmp_path / "blip.jsonl"
+    write_manifest(path, [utts[0], blip, utts[1]])
+    with pytest.raises(ConfigError, match=rf"^{path}:2: utterance 'blip' of test set 'blip' lasts 0.001 s, too short "
+                                          r"for one encoder frame .*1 of 3 utterances"):
+        evaluate(run, [str(path)])
+    assert not (run / "eval" / "blip").exists()

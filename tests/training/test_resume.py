@@ -142,6 +142,12 @@ def test_bad_starts_are_one_line_errors_of_train_py(tmp_path):
         lock.kill()
         lock.wait()
     assert_untouched(tmp_path)
+    # a refused start writes nothing: not Hydra's record, its log, nor the lock file (issue 43)
+    assert not (tmp_path / "never").exists()
+    for name in ("empty", "used", "busy"):
+        left = sorted(p.name for p in (tmp_path / name).iterdir()) if (tmp_path / name).exists() else []
+        assert not {".hydra", "train.log"} & set(left), (name, left)
+    assert ".lock" not in os.listdir(tmp_path / "used")
 
 
 def test_run_folder_names_hold_the_seed():

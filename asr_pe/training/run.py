@@ -1,0 +1,418 @@
+"""`Run`: the one owner of a run folder's life, in the order that keeps its guarantees.
+
+    with Run.open(cfg) as run:     # lock, plan (fresh / resume / skip), identity, config.yaml
+        if not run.finished:
+            with run.first_start():    # a failure before training leaves the folder as it was
+                job = run.prepare()    # data, model, run_info.json
+            run.fit(job)               # train; a stop or divergence raises (exit 143 / 3)
+            run.evaluate()             # every test set, then eval/done.json
+                                   # leaving the block gives the lock back
+
+What each step owns:
+
+- **open** refuses a start before it writes anything of the run (a bad ``resume``, a folder that
+  holds a run, a folder in use, a resume that changes the model, data, seed or arm), and a
+  refused start takes back the files Hydra and the lock wrote for it; then it holds the folder's
+  lock (`asr_pe.run_lock`; only global rank 0), removes the partial writes of a killed process,
+  records the resume (``resumes.json``) and writes ``config.yaml``. A run that has trained (it has
+  a checkpoint) is resumed with its own ``config.yaml``; a folder that never trained has no
+  identity yet and starts from the command line's config.
+- **first_start**: a first start that fails before training removes what it wrote, so the
+  corrected command starts the folder instead of being refused by it or replaying its config.
+- **prepare** builds data (rank 0 first), model (a fine-tune's weights loaded) and Lightning
+  module, and writes ``run_info.json``, whose identity keys the result tables group by.
+- **fit** clears ``eval/done.json`` (training more makes an evaluation stale), trains, and merges
+  the metric log whatever happens; a stuck loader worker is a one-line error.
+- **evaluate** scores every test set once with the newest checkpoint under the run's lock and
+  marks the run done with the checkpoint those results record (a SIGTERM there is exit 143 with
+  one line; the run stays unfinished).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import lightning as L
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+
+from asr_pe.evaluation.provenance import evaluated_checkpoint
+from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
+from asr_pe.run_folder import (
+    LOCK,
+    LOGS,
+    RUN_CONTENT,
+    TENSORBOARD,
+    checkpoint_path,
+    clear_eval_done,
+    config_path,
+    has_checkpoints,
+    mark_eval_done,
+    pe_label,
+    run_label,
+    training_remedy,
+    write_config,
+    write_run_info,
+)
+from asr_pe.run_lock import hold_run_lock, release_run_lock
+
+from .checkpoints import RunFolderCheckpointIO, remove_partial_writes, run_checkpoints
+from .config_checks import check_train_config
+from .data import ASRDataModule, prepare_run_data, resolve_manifests
+from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
+from .lightning_private import check_lightning
+from .loader_deadline import end_loader_workers, loader_timeout_error
+from .metrics_log import merge_metrics, set_aside_metrics
+from .resume import (ApplyOptimSettings, StartPlan, command_line_keys, parse_resume, plan_start, record_resume,
+                     resumed_config, settings_changed)
+from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
+from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
+from .stops import fit_or_stop, sigterm_stops, stop_callbacks
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    """What `Run.prepare` builds for `Run.fit`."""
+    module: Any       # asr_pe.training.module.ASRModule
+    datamodule: ASRDataModule
+
+
+@dataclass
+class Run:
+    cfg: DictConfig
+    dir: Path
+    trainer: L.Trainer
+    plan: StartPlan
+    saved_cfg: DictConfig | None      # the run's config.yaml before this start (a resume)
+    source: tuple[Path, Path] | None  # a fine-tune's source run and checkpoint (first start only)
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(cls, cfg: DictConfig) -> "Run":
+        check_lightning()  # the private Lightning names the resume guarantees rely on: a tested version
+        check_train_config(cfg)  # values that cannot work: one line now, not a traceback after hours
+        run_dir = resolve_run_dir(cfg)
+        before = _StartFiles.before(run_dir)
+        try:
+            return cls._open(cfg, run_dir)
+        except BaseException:
+            before.take_back()  # a refused start writes nothing
+            raise
+
+    @classmethod
+    def _open(cls, cfg: DictConfig, run_dir: Path) -> "Run":
+        resume = requeue_resume(parse_resume(cfg.get("resume", False)))  # a requeued SLURM job continues
+        # the run's own config.yaml is the config of a run that has trained (a checkpoint); a first
+        # start that failed before training has no identity to keep
+        saved_cfg = (OmegaConf.load(config_path(run_dir))
+                     if resume is not False and config_path(run_dir).exists() and has_checkpoints(run_dir) else None)
+        if saved_cfg is not None:
+            cfg = resumed_config(cfg, run_dir, command_line_keys())
+        run_dir.mkdir(parents=True, exist_ok=True)
+        # The trainer first: it knows this process' rank (from the launcher's or SLURM's environment)
+        # before any process group exists, and only rank 0 owns (locks and writes) the run folder.
+        L.seed_everything(int(cfg.seed), workers=True)
+        trainer = _trainer(cfg, run_dir)
+        if trainer.is_global_zero:
+            hold_run_lock(run_dir)          # a second writer of this folder stops here
+            remove_partial_writes(run_dir)  # .<file>.*.tmp of a process killed mid-write
+        plan = plan_start(run_dir, cfg, resume, owner=trainer.is_global_zero)
+        run = cls(cfg, run_dir, trainer, plan, saved_cfg, source=None)
+        if plan.skip:
+            return run
+        # a fine-tune's source: checked before any data work; only the first start loads it
+        run.source = check_init_from(cfg) if plan.checkpoint is None else None
+        check_slurm_layout(trainer.num_devices, trainer.num_nodes)
+        env = getattr(trainer.strategy, "cluster_environment", None)
+        check_multirun_ddp(_in_multirun(), trainer.world_size,
+                           env.creates_processes_externally if env is not None else True)
+        if cfg.get("eval_after_train", True):
+            from asr_pe.inference.device import resolve_device
+
+            resolve_device(cfg.eval.get("device", "auto"))  # eval.device=cuda on a CPU node: now, not after training
+        if run.owner:
+            run._record_start()
+        return run
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # the folder is written by this process until train() returns (also in a process that goes
+        # on: a notebook, a test, a sweep's next job), not until the process ends
+        if self.owner:
+            release_run_lock(self.dir)
+
+    @property
+    def owner(self) -> bool:
+        return self.trainer.is_global_zero
+
+    @property
+    def finished(self) -> bool:
+        return self.plan.skip
+
+    def _record_start(self) -> None:
+        print(f"[asr_pe] run directory: {self.dir}")
+        ckpt = self.plan.checkpoint
+        if ckpt is not None:
+            changed = settings_changed(OmegaConf.to_container(self.saved_cfg),
+                                       OmegaConf.to_container(self.cfg, resolve=True))
+            record_resume(self.dir, self.plan, changed)
+            print(f"[asr_pe] resuming from {ckpt.name} (step {self.plan.step})"
+                  + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changed.items())}" if changed else ""))
+        write_config(self.dir, self.cfg)
+
+    @contextlib.contextmanager
+    def first_start(self) -> Iterator[None]:
+        """Around `prepare`: a first start that fails there takes back the files it wrote."""
+        try:
+            yield
+        except BaseException:
+            if self.owner and self.plan.checkpoint is None and not has_checkpoints(self.dir):
+                _forget_first_start(self.dir)
+            raise
+
+    # ------------------------------------------------------------------ prepare
+
+    def prepare(self) -> Job:
+        cfg, run_dir, zero = self.cfg, self.dir, self.owner
+        uses_ctc = float(cfg.loss.get("ctc_weight", 1.0)) > 0
+        plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+        kwargs = model_kwargs(plain_cfg, vocab_size=1)
+        frontend = frontend_from_config(kwargs["frontend"], kwargs["in_features"], kwargs["encoder"]["d_model"])
+        if self.source is not None and zero:
+            seed_prepared_files(self.source[0], run_dir, cfg)  # the tokenizer and CMVN the weights were trained on
+        data = prepare_on_rank_zero(
+            run_dir, data_key(cfg), self.trainer.global_rank,
+            lambda: prepare_run_data(cfg.data, run_dir, frontend=frontend, uses_ctc=uses_ctc),
+            artifacts=artifacts_key(cfg))
+        log.info("data: %s", data.report)
+        model = build_asr_model(**model_kwargs(plain_cfg, data.tokenizer.vocab_size))
+        if self.source is not None:
+            load_init_weights(model, self.source[1])
+        from .module import ASRModule, count_parameters  # after data: keeps import-time errors readable
+
+        total_steps = int(cfg.trainer.max_steps) if int(cfg.trainer.get("max_steps", -1)) > 0 else None
+        module = ASRModule(model, data.tokenizer, cfg.loss, cfg.optim, total_steps=total_steps)
+        if zero:
+            write_run_info(run_dir, {
+                "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "encoder": cfg.encoder.kind, "seed": int(cfg.seed),
+                "data": cfg.data.name, "train_max_duration": data.report["train_max_duration"],
+                "train_hours": data.report["train_hours"], "parameters": count_parameters(model),
+                "remedy": training_remedy(cfg), "arm": str(cfg.get("arm") or ""), "label": run_label(cfg),
+                "data_report": data.report, **_init_from_record(run_dir, self.source),
+            })
+            print(f"[asr_pe] model: {count_parameters(model) / 1e6:.2f} M parameters, pe={pe_label(cfg.pe)}, "
+                  f"loss={cfg.loss.name}, train {data.report['train_used']} utts ({data.report['train_hours']:.2f} h)")
+        return Job(module, ASRDataModule(data, cfg.data, int(cfg.seed)))
+
+    # ------------------------------------------------------------------ fit
+
+    def fit(self, job: Job) -> None:
+        trainer, ckpt = self.trainer, self.plan.checkpoint
+        if self.owner:
+            if ckpt is not None:
+                set_aside_metrics(self.dir, self.plan.step)
+            clear_eval_done(self.dir)  # training (more) makes an earlier evaluation stale
+        try:
+            # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
+            fit_or_stop(trainer, job.module, datamodule=job.datamodule,
+                        ckpt_path=str(ckpt) if ckpt is not None else None, **resume_load_kwargs(trainer, ckpt))
+        except RuntimeError as e:
+            timeout = loader_timeout_error(e, self.cfg.data)
+            if timeout is None:
+                raise
+            end_loader_workers()  # a stuck worker would hang the exit (multiprocessing joins its children)
+            raise timeout from e
+        finally:  # also when the fit fails or stops: no metrics part left behind, every part so far merged
+            if self.owner:
+                merge_metrics(self.dir)
+        print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
+              f"{int(job.module.skipped_batches)}, dropped utterances: {int(job.module.dropped_utterances)}")
+
+    # ------------------------------------------------------------------ evaluate
+
+    def evaluate(self) -> None:
+        cfg = self.cfg
+        if not cfg.get("eval_after_train", True):
+            return
+        if not self.owner:  # evaluate_run scores every utterance in one process; the others have nothing to add
+            print(f"[asr_pe] rank {self.trainer.global_rank}: training done; rank 0 evaluates")
+            return
+        from asr_pe.evaluation.pipeline import evaluate_run
+
+        stopped = (f"SIGTERM during the evaluation after training: trained to step {self.trainer.global_step} "
+                   "(last.ckpt), not evaluated, the run is not marked done: resume=auto evaluates it")
+        with sigterm_stops(stopped):  # a set cut short has no buckets.meta.json: it reads as not evaluated
+            results = evaluate_run(self.dir, cfg_overrides={"decode": cfg.decode, "eval": cfg.eval,
+                                                            "data": {"test": cfg.data.get("test")}},
+                                   corpus_manifests=resolve_manifests)
+        # done.json names the checkpoint its sets record: eval_done holds only while they still do
+        mark_eval_done(self.dir, list(results), checkpoint=evaluated_checkpoint(self.dir, list(results)))
+
+
+# ---------------------------------------------------------------------- pieces
+
+
+def _trainer(cfg: DictConfig, run_dir: Path) -> L.Trainer:
+    loggers = [CSVLogger(run_dir, name="", version=LOGS), TensorBoardLogger(run_dir, name="", version=TENSORBOARD)]
+    return L.Trainer(
+        **OmegaConf.to_container(cfg.trainer, resolve=True),
+        default_root_dir=run_dir,
+        # last.ckpt / best.ckpt under fixed names; a SIGTERM stop saves last.ckpt and fails; too many
+        # non-finite skips fail (checkpoints.py, stops.py)
+        callbacks=[*run_checkpoints(run_dir, int(cfg.checkpoint.every_n_train_steps)), ApplyOptimSettings(),
+                   *_progress_bars(cfg), *stop_callbacks(cfg, checkpoint_path(run_dir))],
+        logger=loggers,
+        use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
+        # under SLURM: its ranks, with submitit (not Lightning) requeuing; checkpoints atomic in the run folder
+        plugins=[*slurm_plugins(), RunFolderCheckpointIO()],
+    )
+
+
+def _progress_bars(cfg: DictConfig) -> list:
+    """rich draws live bars on a terminal; in CI logs a plain bar with sparse refreshes reads better.
+    None with ``trainer.enable_progress_bar=false`` (Lightning refuses a bar callback then)."""
+    if not cfg.trainer.get("enable_progress_bar", True):
+        return []
+    return [RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50)]
+
+
+def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
+    """run_info.json's ``init_from`` (the checkpoint a fine-tune started from): recorded at the
+    first start, kept from the run's own run_info.json when it resumes; {} for a run from scratch."""
+    if source is not None:
+        return {"init_from": init_record(*source)}
+    try:
+        previous = json.loads((run_dir / "run_info.json").read_text()).get("init_from")
+    except (OSError, ValueError):
+        previous = None
+    return {"init_from": previous} if previous else {}
+
+
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def resume_load_kwargs(trainer, ckpt) -> dict:
+    """``weights_only=True`` for Lightning's restore of the full training state on resume (its
+    default is False): our checkpoints hold tensors and plain containers only, which the
+    provenance reader already loads so. Lightning before 2.5 has no such argument of ``fit``."""
+    if ckpt is None or "weights_only" not in inspect.signature(trainer.fit).parameters:
+        return {}
+    return {"weights_only": True}
+
+
+def _rank_zero_by_environment() -> bool:
+    """Whether the launcher's environment makes this process global rank 0 (or names no rank), before
+    a trainer exists to say so: torchrun / Lightning's own launcher set RANK and LOCAL_RANK, SLURM
+    SLURM_PROCID."""
+    import os
+
+    return all(os.environ.get(var, "0") == "0" for var in ("RANK", "LOCAL_RANK", "SLURM_PROCID"))
+
+
+def _forget_first_start(run_dir: Path) -> None:
+    """What a first start that failed before training wrote into the folder, removed."""
+    for name in RUN_CONTENT:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    log.info("the first start of %s failed before training: its files removed", run_dir)
+
+
+@dataclass
+class _StartFiles:
+    """What Hydra and the lock write into a run folder before the run decides to start: taken back
+    when the start is refused (``resume=false`` on a folder holding a run, a folder in use, ...),
+    so a refused start leaves the folder as it found it."""
+    run_dir: Path
+    lock_existed: bool
+    log_sizes: dict[Path, int]
+    hydra_subdir: Path | None
+
+    @classmethod
+    def before(cls, run_dir: Path) -> "_StartFiles":
+        hydra_subdir, logs = None, {}
+        try:
+            from hydra.core.hydra_config import HydraConfig
+
+            if HydraConfig.initialized():
+                hc = HydraConfig.get()
+                if hc.output_subdir:
+                    hydra_subdir = run_dir / str(hc.output_subdir)
+                job_log = run_dir / f"{hc.job.name}.log"
+                logs = {job_log: job_log.stat().st_size if job_log.exists() else 0}
+        except ImportError:  # pragma: no cover - hydra is a dependency
+            pass
+        return cls(run_dir, lock_existed=(run_dir / LOCK).exists(),
+                   log_sizes=logs, hydra_subdir=hydra_subdir)
+
+    def take_back(self) -> None:
+        # only rank 0 takes anything back (another rank's failure must not touch the folder rank 0
+        # writes), and the lock file only when it took the lock for this start
+        held = release_run_lock(self.run_dir)
+        if not held and not _rank_zero_by_environment():
+            return
+        if held and not self.lock_existed:
+            (self.run_dir / LOCK).unlink(missing_ok=True)
+        if self.hydra_subdir is not None:  # .hydra (Hydra's first start here) or .hydra/start-<time>
+            shutil.rmtree(self.hydra_subdir, ignore_errors=True)
+        for path, size in self.log_sizes.items():
+            with contextlib.suppress(OSError):
+                if size == 0:
+                    path.unlink(missing_ok=True)
+                elif path.exists():
+                    with open(path, "r+b") as f:
+                        f.truncate(size)
+        if self.hydra_subdir is not None:
+            with contextlib.suppress(OSError):
+                self.run_dir.rmdir()  # Hydra made it for this start, which left nothing in it
+
+
+LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
+
+
+class _DropTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip:" not in str(record.msg)
+
+
+_DROP_TIPS = _DropTips()
+
+
+def conventional_logging() -> None:
+    """Where the root logger has handlers (Hydra), Lightning's records go through them only:
+    One line per log record, no third-party tips.
+    
+    Lightning gives its ``lightning`` / ``lightning.pytorch`` / ``lightning.fabric`` loggers console handlers of their
+    own; under Hydra's job logging (a handler on the root logger) each of their records then prints
+    twice. And Lightning 2.6 logs an advertisement ("Tip: ... litlogger") on every Trainer."""
+    if logging.getLogger().handlers:
+        for name in LIGHTNING_LOGGERS:
+            logger = logging.getLogger(name)
+            for handler in list(logger.handlers):
+                if type(handler) is logging.StreamHandler:  # Lightning's own console handler
+                    logger.removeHandler(handler)
+            logger.propagate = True
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if _DROP_TIPS not in logger.filters:
+            logger.addFilter(_DROP_TIPS)
