@@ -79,6 +79,7 @@ from typing import Iterable, Iterator
 
 from asr_pe.errors import ConfigError
 from asr_pe.io import atomic_write_bytes
+from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, CONFIG, EVAL, PER_UTT, RUN_INFO
 
 __all__ = [
     "TABLE_NAME", "GZIP_TABLE_NAME", "ResultsTableError", "archived_files", "table_rows", "render_run",
@@ -98,7 +99,6 @@ GZIP_TABLE_NAME = "results.jsonl.gz"
 # hours a run trains) but every version of it stays in git, so the smaller size is worth the time.
 XZ_PRESET = 6
 _XZ_MAGIC = b"\xfd7zXZ\x00"
-RUN_INFO = "run_info.json"
 # The columns every row has; a file whose own fields use one of these names is stored as text.
 RESERVED = ("run", "path", "kind", "set", "suffix", "data", "text")
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -120,13 +120,13 @@ def archived_files(run_dir: Path, remedy_utts: bool = False) -> list[str]:
     ``remedy_utts`` (a study that reports a remedy's in-context ratio needs them);
     attention_stats/ where scripts/attention_vs_length.py was run. No checkpoints."""
     run_dir = Path(run_dir)
-    out = [name for name in (RUN_INFO, "config.yaml") if (run_dir / name).is_file()]
-    for set_dir in sorted(p for p in (run_dir / "eval").glob("*/") if p.is_dir()):
-        names = ["buckets.csv", "buckets.meta.json", "per_utt.jsonl"]
-        meta = set_dir / "buckets.meta.json"
+    out = [name for name in (RUN_INFO, CONFIG) if (run_dir / name).is_file()]
+    for set_dir in sorted(p for p in (run_dir / EVAL).glob("*/") if p.is_dir()):
+        names = [BUCKETS_CSV, BUCKETS_META, PER_UTT]
+        meta = set_dir / BUCKETS_META
         if not remedy_utts and meta.is_file() and is_remedy_result(meta):
-            names.remove("per_utt.jsonl")
-        out += [f"eval/{set_dir.name}/{n}" for n in names if (set_dir / n).is_file()]
+            names.remove(PER_UTT)
+        out += [f"{EVAL}/{set_dir.name}/{n}" for n in names if (set_dir / n).is_file()]
     out += [f"attention_stats/{n}" for n in ("attention_stats.csv", "attention_stats.md")
             if (run_dir / "attention_stats" / n).is_file()]
     return sorted(out)

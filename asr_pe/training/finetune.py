@@ -32,7 +32,7 @@ from asr_pe.errors import ConfigError
 from asr_pe.io import atomic_write_json
 
 from asr_pe.evaluation.provenance import checkpoint_record
-from asr_pe.run_folder import DATA_READY, PREPARED_FILES
+from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, DATA_READY, PREPARED_FILES
 
 from .run_dir import artifacts_key
 
@@ -41,7 +41,7 @@ MODEL_KEYS = ("frontend", "encoder", "pe", "loss", "decoder", "data.features", "
 # Keys under those that change no weight: a PE option's name and label, a RoPE rescaling (no
 # parameters: the angles only), and how many feature workers load the data.
 FREE_KEYS = ("pe.name", "pe.attention.label", "pe.attention.scaling", "pe.input.label")
-DEFAULT_CHECKPOINT = "best.ckpt"
+DEFAULT_CHECKPOINT = f"{BEST}{CHECKPOINT_SUFFIX}"
 
 
 def resolve_init_from(value: Any) -> tuple[Path, Path]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import logging
 import shutil
 import sys
@@ -58,6 +57,7 @@ from asr_pe.run_folder import (
     has_checkpoints,
     mark_eval_done,
     pe_label,
+    read_run_info,
     run_label,
     training_remedy,
     write_config,
@@ -296,7 +296,7 @@ def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     if source is not None:
         return {"init_from": init_record(*source)}
     try:
-        previous = json.loads((run_dir / "run_info.json").read_text()).get("init_from")
+        previous = read_run_info(run_dir).get("init_from")
     except (OSError, ValueError):
         previous = None
     return {"init_from": previous} if previous else {}
