@@ -5,10 +5,19 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.asr_pe-installed
 # torch/torchaudio are pinned to the versions this project is tested with. PyPI's Linux torch 2.14.1
-# wheel is the CUDA 13.0 build (needs NVIDIA driver >= 580, GPUs sm_75 and newer). TORCH_PIN goes
-# verbatim to pip, so another build is e.g. (in a fresh venv: make clean-venv first; README "GPU / CUDA driver")
+# wheel is the CUDA 13.0 build (needs NVIDIA driver >= 580, GPUs sm_75 and newer; ~3 GB of CUDA
+# libraries). CPU=1 takes the CPU-only build from PyTorch's own index instead (`make install CPU=1`;
+# --index-url, not --extra-index-url, so pip cannot fall back to PyPI's CUDA wheel; `torch==2.14.1`
+# matches its local version 2.14.1+cpu). TORCH_PIN goes verbatim to pip, so any other build is e.g.
+# (in a fresh venv: make clean-venv first; README "GPU / CUDA driver")
 #   make install TORCH_PIN="torch==2.14.1+cu126 torchaudio==2.11.0+cu126 --index-url https://download.pytorch.org/whl/cu126"
+CPU ?=
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+ifeq ($(CPU),1)
+TORCH_PIN ?= torch==2.14.1 torchaudio==2.11.0 --index-url $(TORCH_CPU_INDEX)
+else
 TORCH_PIN ?= torch==2.14.1 torchaudio==2.11.0
+endif
 TEST_ARGS ?=
 
 .PHONY: install demo test test-all bench study clean-venv
@@ -16,6 +25,10 @@ TEST_ARGS ?=
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@if [ "$(CPU)" != 1 ] && [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 \
+	    && [ ! -e /proc/driver/nvidia/version ]; then \
+	  echo "note: no NVIDIA driver found (no nvidia-smi): PyPI's torch is the CUDA 13 build, ~3 GB of CUDA" \
+	       "libraries this machine cannot use. For the CPU build: make clean-venv && make install CPU=1"; fi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(TORCH_PIN)
 	$(BIN)/python -m pip install -q -e '.[dev]'
