@@ -97,9 +97,9 @@ def test_syntax_help_and_unknown_option(script):
     helped = run(script, "--help")
     assert "stage 4" in helped.stdout and "stage 6" in helped.stdout
     bad = run(script, "--no_such_option", "1", check=False)
-    assert bad.returncode == 1 and "unknown option --no_such_option" in bad.stderr
+    assert bad.returncode == 2 and "unknown option --no_such_option" in bad.stderr
     stray = run(script, "stage=3", check=False)
-    assert stray.returncode == 1 and "unexpected argument" in stray.stderr
+    assert stray.returncode == 2 and "unexpected argument" in stray.stderr
 
 
 def test_librispeech_stages_0_to_2_from_predownloaded_archives(build, tmp_path):
