@@ -43,6 +43,7 @@ def build_model(name: str, cfg, max_frames: int) -> torch.nn.Module:
             depthwise_conv_kernel_size=cfg.conv_kernel, dropout=cfg.dropout,
         )
     else:
+        from asr_pe.models.attention import MultiHeadAttention
         from asr_pe.models.encoder import build_encoder
 
         model = build_encoder(
@@ -50,6 +51,12 @@ def build_model(name: str, cfg, max_frames: int) -> torch.nn.Module:
             ffn_dim=cfg.ffn, conv_kernel=cfg.conv_kernel, dropout=cfg.dropout, frame_shift_s=FRAME_SHIFT_S,
             block_size=cfg.block_size, **pe_options(name, max_frames),
         )
+        # "reference": every attention written out (softmax(QK^T/sqrt(d) + bias) V), the path the fused
+        # ones are tested against, so the benchmark shows what the fused paths save in time and memory
+        if getattr(cfg, "attention", "fused") == "reference":
+            for m in model.modules():
+                if isinstance(m, MultiHeadAttention):
+                    m.use_reference = True
     return model
 
 

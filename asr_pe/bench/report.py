@@ -57,13 +57,17 @@ def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
             cells = []
             for T in Ts:
                 r = by[(pe, T)]
+                if r.get("status", "ok") != "ok":  # not measured (out of memory): say why
+                    cells.append(r["status"])
+                    continue
                 st = target_status(r)
                 mark = " ✗" if st == "MISSED" else ""
                 cells.append(f"{r['ms_per_step']:.1f} ({r['ratio_to_none']:.2f}{mark}; {r['cpu_ratio_to_none']:.2f})")
             mem = [f"{by[(pe, T)]['peak_mem_mb']:.0f}" for T in Ts]
             lines.append(f"| {pe} | {f'≤ {tgt:.2f}' if tgt else '-'} | " + " | ".join(cells) + " | " +
                          " | ".join(mem) + " |")
-        caption = (f"Forward+backward ({'bf16 autocast' if cfg.precision == 'bf16' else 'fp32'}) of the {cfg.encoder} encoder ({cfg.layers} layers, d={cfg.d_model}, "
+        path = "; every attention on the written-out reference path" if cfg.attention == "reference" else ""
+        caption = (f"Forward+backward ({'bf16 autocast' if cfg.precision == 'bf16' else 'fp32'}{path}) of the {cfg.encoder} encoder ({cfg.layers} layers, d={cfg.d_model}, "
                    f"{cfg.heads} heads, FFN {cfg.ffn}, conv kernel {cfg.conv_kernel}), batch "
                    f"{cfg.batch}, median of {cfg.reps} interleaved reps after {cfg.warmup} warm-up; "
                    "ratio to pe=none in the same run (wall time; then process CPU time, steadier "
@@ -92,7 +96,8 @@ def write_outputs(rows: list[dict], cfg: BenchConfig, device: torch.device) -> t
     first) and ``.md``, each written atomically -> (csv, md)."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / (f"bench_{cfg.mode}_{device.type}" + (f"_{cfg.precision}" if cfg.precision != "32" else ""))
+    stem = out / (f"bench_{cfg.mode}_{device.type}" + (f"_{cfg.precision}" if cfg.precision != "32" else "")
+                  + ("_reference" if cfg.attention == "reference" else ""))
     keys = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=keys)

@@ -2,7 +2,9 @@
 
 * ``train``: forward + backward of the encoder alone (default: Conformer, 6 layers, d = 144,
   4 heads, FFN 576, conv kernel 15, batch 8, padded lengths 100 % … 75 % of T) for every PE at
-  T ∈ {100, 250, 500, 1000, 2000} encoder frames. Models are timed interleaved (one step of
+  T ∈ {100, 250, 500, 1000, 2000} encoder frames (``attention="reference"``: every attention on its
+  written-out reference path instead of the fused ones; a PE that runs out of device memory at a T
+  is a row with that status). Models are timed interleaved (one step of
   each in turn, the order rotated every repetition) after warm-up, so load drift on a shared
   machine hits every PE alike; the median is reported with its ratio to ``pe=none`` measured
   in the same process. ``torchaudio.models.Conformer`` of the same size is a reference row.
@@ -38,13 +40,16 @@ from .report import machine_info, write_outputs
 
 __all__ = [
     "ALL_PES", "REFERENCE", "TARGETS", "TARGET_LENGTHS", "FRAME_SHIFT_S", "TRAIN_COLUMNS", "LONG_COLUMNS",
-    "BenchConfig", "BenchError", "pe_options", "build_model", "batch_lengths", "train_step", "train_rows",
+    "BenchConfig", "BenchError", "OUT_OF_MEMORY", "pe_options", "build_model", "batch_lengths", "train_step",
+    "train_rows", "failed_row",
     "run_train", "long_spec", "run_long", "run_benchmark",
 ]
 
 PRECISIONS = ("32", "bf16")
+ATTENTION_PATHS = ("fused", "reference")  # the model's own (fused) paths, or every attention written out
 TRAIN_COLUMNS = ("mode", "pe", "T", "batch", "precision", "ms_per_step", "ratio_to_none", "min_ms", "cpu_ms",
-                 "cpu_ratio_to_none", "reps", "peak_mem_mb")
+                 "cpu_ratio_to_none", "reps", "peak_mem_mb", "status")
+OUT_OF_MEMORY = "out of memory"  # the status of a PE whose step does not fit the device at that length
 # every key a long-mode row can have (a failed run has no measurements: its CSV cells are empty)
 LONG_COLUMNS = ("mode", "pe", "minutes", "infer", "block_size", "chunk_s", "overlap_s", "pe_options", "status",
                 "frames", "seconds", "peak_rss_mb", "peak_extra_mb", "input_mb", "peak_gpu_mb", "gpu_extra_mb")
@@ -103,7 +108,44 @@ def train_rows(T: int, batch: int, times: dict[str, list[float]], cpu: dict[str,
         "cpu_ratio_to_none": round(cmed[n] / cbase, 3) if cbase else float("nan"),
         "reps": len(times[n]),
         "peak_mem_mb": float("nan"),
+        "status": "ok",
     } for n in times]
+
+
+def failed_row(pe: str, T: int, batch: int, precision: str, status: str) -> dict:
+    """A `TRAIN_COLUMNS` row of a PE that could not be measured at T (e.g. `OUT_OF_MEMORY`)."""
+    nan = float("nan")
+    return {"mode": "train", "pe": pe, "T": T, "batch": batch, "precision": precision, "ms_per_step": nan,
+            "ratio_to_none": nan, "min_ms": nan, "cpu_ms": nan, "cpu_ratio_to_none": nan, "reps": 0,
+            "peak_mem_mb": nan, "status": status}
+
+
+def _fits(fn, *args):
+    """``fn(*args)``, or None when the device runs out of memory. The failed step's tensors are
+    freed when this returns (the exception and its frames are gone), before ``_release``."""
+    try:
+        return fn(*args)
+    except torch.OutOfMemoryError:
+        return None
+
+
+def _peak_memory(model, x, lengths, cfg: BenchConfig, device: torch.device) -> list[float]:
+    """Peak memory (MiB) of ``cfg.mem_reps`` steps, after one that allocates the gradients."""
+    train_step(model, x, lengths, cfg.precision)  # grads allocated: measure the steady state
+    peaks = []
+    for _ in range(cfg.mem_reps):
+        with PeakMemory(device) as pm:
+            train_step(model, x, lengths, cfg.precision)
+        peaks.append(pm.peak_mb)
+    return peaks
+
+
+def _release(model, device: torch.device) -> None:
+    """After an out-of-memory step: drop the model's gradients and the allocator's cached blocks."""
+    for p in model.parameters():
+        p.grad = None
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def run_train(cfg: BenchConfig, device: torch.device) -> list[dict]:
@@ -120,35 +162,55 @@ def run_train(cfg: BenchConfig, device: torch.device) -> list[dict]:
     rows = []
     for T in cfg.lengths:
         x, lengths = _batch(cfg, T, device)
+        # A PE whose step does not fit the device at this T (the reference path stores (B, H, T, T)
+        # tensors) is a row with that status; the others are still measured.
+        failed: dict[str, str] = {}
         times: dict[str, list[float]] = {n: [] for n in names}
         cpu: dict[str, list[float]] = {n: [] for n in names}
         for n in names:  # warm-up (allocator, kernels, caches)
             for _ in range(cfg.warmup):
-                train_step(models[n], x, lengths, cfg.precision)
+                if _fits(train_step, models[n], x, lengths, cfg.precision) is None:
+                    failed[n] = OUT_OF_MEMORY
+                    _release(models[n], device)
+                    break
         sync(device)
         for rep in range(cfg.reps):
             k = rep % len(names)
             order = names[k:] + names[:k]  # rotate so no PE always runs right after another
             for n in order:
-                wall_s, cpu_s = timed(functools.partial(train_step, models[n], x, lengths, cfg.precision), device)
-                times[n].append(wall_s)
-                cpu[n].append(cpu_s)
-        rows += train_rows(T, cfg.batch, times, cpu, cfg.precision)
-        line = "  ".join(f"{n}={statistics.median(times[n]) * 1000:.0f}" for n in names)
+                if n in failed:
+                    continue
+                step = functools.partial(train_step, models[n], x, lengths, cfg.precision)
+                wall_cpu = _fits(timed, step, device)
+                if wall_cpu is None:
+                    failed[n] = OUT_OF_MEMORY
+                    _release(models[n], device)
+                    continue
+                times[n].append(wall_cpu[0])
+                cpu[n].append(wall_cpu[1])
+        ok = [n for n in names if n not in failed]
+        measured = train_rows(T, cfg.batch, {n: times[n] for n in ok}, {n: cpu[n] for n in ok}, cfg.precision)
+        by_pe = {r["pe"]: r for r in measured}
+        rows += [by_pe[n] if n in by_pe else failed_row(n, T, cfg.batch, cfg.precision, failed[n]) for n in names]
+        line = "  ".join(f"{n}={statistics.median(times[n]) * 1000:.0f}" if n in by_pe else f"{n}={failed[n]}"
+                         for n in names)
         print(f"[bench] T={T}: {line} (ms, median of {cfg.reps})", flush=True)
+        if cfg.out:  # the timings so far survive a run stopped before the memory pass
+            write_outputs(rows, cfg, device)
     if cfg.memory:
         if device.type == "cpu":
             fix_malloc_for_rss()
         for T in cfg.lengths:
             x, lengths = _batch(cfg, T, device)
             for n in names:
-                train_step(models[n], x, lengths, cfg.precision)  # grads allocated: measure the steady state
-                peaks = []
-                for _ in range(cfg.mem_reps):
-                    with PeakMemory(device) as pm:
-                        train_step(models[n], x, lengths, cfg.precision)
-                    peaks.append(pm.peak_mb)
                 row = next(r for r in rows if r["pe"] == n and r["T"] == T)
+                if row["status"] != "ok":
+                    continue
+                peaks = _fits(_peak_memory, models[n], x, lengths, cfg, device)
+                if peaks is None:
+                    row["status"] = OUT_OF_MEMORY + " (memory pass)"
+                    _release(models[n], device)
+                    continue
                 row["peak_mem_mb"] = round(statistics.median(peaks), 1)
     return rows
 
@@ -231,6 +293,8 @@ def run_benchmark(cfg: BenchConfig) -> tuple[Path, Path]:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise BenchError("--device cuda but no CUDA device is available")
     print(f"[bench] {cfg.mode} mode on {machine_info(device)}", flush=True)
+    if cfg.attention not in ATTENTION_PATHS:
+        raise BenchError(f"attention {cfg.attention!r}: choose one of {ATTENTION_PATHS}")
     if cfg.mode == "train":
         rows = run_train(cfg, device)
     elif cfg.mode == "long":

@@ -17,15 +17,18 @@ readable reference path lives there. What is here computes the same function fas
 * ``attend_widened``: a PE that folds its bias into wider q/k (``AttentionPE.fused_qk``:
   Transformer-XL) runs through SDPA with no bias at all, its gradients from SDPA's own backward.
 * ``sdpa``: every call above goes through it; on a GPU in half precision it pads a head size that
-  is not a multiple of 8, which torch's memory-efficient kernel needs.
+  is not a multiple of 8, which torch's memory-efficient kernel needs, and a call with a mask
+  keeps off cuDNN's kernel while its backward can return NaN (``masked_sdpa_backends``).
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .attention_masks import combine_mask, hidden_keys, make_pad_mask
 from .positional.base import AttentionPE
@@ -55,22 +58,46 @@ def head_padding_needed(q: torch.Tensor, v: torch.Tensor) -> bool:
     return in_half and (q.size(-1) % m != 0 or v.size(-1) % m != 0)
 
 
+# cuDNN's SDPA backward returns NaN in grad_q when a mask is passed (any: boolean, float, all-True),
+# T % 128 == 64 and a query row's logsumexp is below about -88.7 (pytorch/pytorch#196678, a
+# regression since torch 2.11, where cuDNN is the first choice on H100/H200). Fixed by cuDNN 9.26
+# (pytorch/pytorch#196861); the pinned torch 2.14.1 ships cuDNN 9.24.0.43, so the fix is not in it.
+CUDNN_MASKED_BACKWARD_FIXED = 92600  # torch.backends.cudnn.version() of cuDNN 9.26.0
+MASKED_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+
+
+def masked_sdpa_backends(device_type: str, has_mask: bool, cudnn_version: int | None) -> tuple | None:
+    """The SDPA backends a call may choose from; None: torch's own choice among all of them.
+
+    A masked call on CUDA with a cuDNN older than 9.26 may not take cuDNN's kernel (see
+    ``CUDNN_MASKED_BACKWARD_FIXED``); the memory-efficient kernel takes the same masks."""
+    if device_type != "cuda" or not has_mask:
+        return None
+    if cudnn_version is not None and cudnn_version >= CUDNN_MASKED_BACKWARD_FIXED:
+        return None
+    return MASKED_BACKENDS
+
+
 def sdpa(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
          pad_heads: bool | None = None) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` -> (B, H, Tq, d_v), with q/k/v zero-padded to a head size
     that is a multiple of 8 when ``head_padding_needed`` (``pad_heads``: force it either way).
     Zero columns add nothing to q·k and give zero output columns, which are cut off; the scale
-    stays 1/√d of the unpadded q (or ``scale``)."""
+    stays 1/√d of the unpadded q (or ``scale``). A masked call on CUDA keeps to
+    ``masked_sdpa_backends``."""
     if pad_heads is None:
         pad_heads = head_padding_needed(q, v)
-    if not pad_heads:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
-                                              is_causal=is_causal, scale=scale)
-    m = HALF_PRECISION_HEAD_MULTIPLE
-    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
-    q, k, v_padded = (F.pad(t, (0, -t.size(-1) % m)) for t in (q, k, v))  # (B, H, T, ⌈d/8⌉·8)
-    out = F.scaled_dot_product_attention(q, k, v_padded, attn_mask=attn_mask, dropout_p=dropout_p,
-                                         is_causal=is_causal, scale=scale)
+    backends = masked_sdpa_backends(q.device.type, attn_mask is not None,
+                                    torch.backends.cudnn.version() if q.is_cuda else None)
+    with sdpa_kernel(list(backends)) if backends else nullcontext():
+        if not pad_heads:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
+                                                  is_causal=is_causal, scale=scale)
+        m = HALF_PRECISION_HEAD_MULTIPLE
+        scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+        q, k, v_padded = (F.pad(t, (0, -t.size(-1) % m)) for t in (q, k, v))  # (B, H, T, ⌈d/8⌉·8)
+        out = F.scaled_dot_product_attention(q, k, v_padded, attn_mask=attn_mask, dropout_p=dropout_p,
+                                             is_causal=is_causal, scale=scale)
     return out[..., :v.size(-1)]  # (B, H, Tq, d_v)
 
 

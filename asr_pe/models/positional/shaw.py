@@ -40,6 +40,18 @@ BEYOND = ("clip", "zero")
 ROW_LAYOUT_MAX_KEYS_GRAD = 768
 
 
+def row_layout_wins(requires_grad: bool, n_keys: int, device_type: str) -> bool:
+    """Whether the bias is laid out by rows (``ShawPE._bias_for_ranges``) rather than gathered.
+
+    On CPU the row layout is faster, except for the backward at >= 768 keys, where the generic
+    strided-view gradient loses to the gather's (measured, B = 8, H = 4: T = 250 0.93x,
+    T = 1000 1.12x the gather's time for a layer's fwd+bwd). On a GPU always the row layout: the
+    gather's backward scatter-adds each row's Tk gradients into 2k+1 slots, and the atomics on
+    the two clipped edge slots, which take almost all of them, serialise (H100, bf16 autocast,
+    B = 8, T = 4000: a Shaw training step 1331 ms, 21x ``none``; docs/benchmarks.md)."""
+    return device_type != "cpu" or not (requires_grad and n_keys >= ROW_LAYOUT_MAX_KEYS_GRAD)
+
+
 def shaw_buckets(q_pos: torch.Tensor, k_pos: torch.Tensor, max_distance: int, beyond: str) -> torch.Tensor:
     """Table row c(j − i) for every (query i, key j): (Tq, Tk) int64 in [0, 2k] — or 2k+1, a
     zero row, for distances beyond the window under ``beyond="zero"``."""
@@ -91,10 +103,7 @@ class ShawPE(AttentionPE):
         table = self.key_table.to(q.dtype)
         r = torch.matmul(q * (1.0 / math.sqrt(d)), table.t())  # (B, H, Tq, 2k+1), scaled on the narrow side
         offsets = descending_offsets(q_pos, k_pos)
-        # the row layout is faster, except for the backward at >= 768 keys, where the generic
-        # strided-view gradient loses to the gather's (measured, B = 8, H = 4: T = 250 0.93x,
-        # T = 1000 1.12x the gather's time for a layer's fwd+bwd)
-        if offsets is not None and not (r.requires_grad and k_pos.numel() >= ROW_LAYOUT_MAX_KEYS_GRAD):
+        if offsets is not None and row_layout_wins(r.requires_grad, k_pos.numel(), r.device.type):
             return self._bias_for_ranges(r, int(offsets[0]), k_pos.numel())
         if self.beyond == "zero":
             r = nn.functional.pad(r, (0, 1))  # (B, H, Tq, 2k+2): last column is the zero row
