@@ -207,8 +207,10 @@ def _utterance(where: str, sup: dict, rec: _Recording, offset_base: float, chann
             f"{list(wider[0][0])}; the toolkit reads the average of a file's channels (another speaker's side "
             f"would be mixed in): split the channels into files, or pass --channels downmix to accept the average")
     else:
-        raise LhotseManifestError(f"{where}: supervision {sid!r} is on channel(s) {list(chans)}, which no source of "
-                                  f"recording {rec.id!r} holds")
+        raise LhotseManifestError(f"{where}: supervision {sid!r} is on channel(s) {list(chans)}, which no one file "
+                                  f"of recording {rec.id!r} holds (its files: "
+                                  f"{', '.join(f'{p} {list(c)}' for c, p in rec.sources)}); the toolkit reads one file "
+                                  "per utterance: mix the channels into one file first")
     speaker = sup.get("speaker") if isinstance(sup.get("speaker"), str) and sup.get("speaker") else None
     parts = None
     custom = sup.get("custom")

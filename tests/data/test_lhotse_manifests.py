@@ -95,6 +95,9 @@ def test_one_side_of_a_stereo_file_is_an_error_unless_downmixed(corpus):
         import_supervisions(corpus["recs"], path)
     utts, stats = import_supervisions(corpus["recs"], path, channels="downmix")
     assert stats.downmixed_channel_subsets == 1 and "call-b" in {u.id for u in utts}
+    both = _jsonl(corpus["tmp"] / "both.jsonl", [_sup("array-both", "array", 1.0, 1.0, "two mics", channel=[0, 1])])
+    with pytest.raises(LhotseManifestError, match=r"both\.jsonl:1: .* which no one file of recording 'array' holds"):
+        import_supervisions(corpus["recs"], both, channels="downmix")
 
 
 @pytest.mark.parametrize("bad, says", [
