@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from asr_pe.errors import UserError
 from .cases import ALL_PES, FRAME_SHIFT_S, REFERENCE, TARGET_LENGTHS, TARGETS, build_model, pe_options
 from .measure import PeakMemory, fix_malloc_for_rss, sync, timed
 from .config import BenchConfig
@@ -55,7 +56,7 @@ LONG_COLUMNS = ("mode", "pe", "minutes", "infer", "block_size", "chunk_s", "over
                 "frames", "seconds", "peak_rss_mb", "peak_extra_mb", "input_mb", "peak_gpu_mb", "gpu_extra_mb")
 
 
-class BenchError(ValueError):
+class BenchError(UserError, ValueError):
     """A benchmark that cannot run as asked (no CUDA device, long mode off the CPU)."""
 
 

@@ -26,10 +26,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TOP_LEVEL = ["train.py", "evaluate.py", "transcribe.py", "score.py"]
 SCRIPTS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "scripts").glob("*.py"))
-# `python -m asr_pe....` command lines (the recipes' data stages, the provenance check, the
-# benchmark's child); the espeak server (`--serve`, spoken to over a pipe) is internal plumbing.
+# `python -m asr_pe....` command lines (the recipes' data stages, the benchmark's child); the
+# espeak server (`--serve`, spoken to over a pipe) is internal plumbing.
 MODULES = ["asr_pe.data.librispeech", "asr_pe.data.tedlium", "asr_pe.data.kaldi_export", "asr_pe.data.synth",
-           "asr_pe.data.synth.ladder", "asr_pe.evaluation.provenance", "asr_pe.bench.long_worker",
+           "asr_pe.data.synth.ladder", "asr_pe.bench.long_worker",
            "asr_pe.bench.grad_check", "asr_pe.bench.recipe_smoke", "asr_pe.results_table"]
 HYDRA_ENTRIES = ["train.py", "evaluate.py", "transcribe.py", "scripts/attention_vs_length.py",
                  "scripts/plot_attention.py", "scripts/evaluate_ladder.py"]
