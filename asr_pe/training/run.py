@@ -101,11 +101,11 @@ class Run:
 
     @classmethod
     def open(cls, cfg: DictConfig) -> "Run":
-        check_lightning()  # the private Lightning names the resume guarantees rely on: a tested version
-        check_train_config(cfg)  # values that cannot work: one line now, not a traceback after hours
         run_dir = resolve_run_dir(cfg)
         before = _StartFiles.before(run_dir)
         try:
+            check_lightning()  # the private Lightning names the resume guarantees rely on: a tested version
+            check_train_config(cfg)  # values that cannot work: one line now, not a traceback after hours
             return cls._open(cfg, run_dir)
         except BaseException:
             before.take_back()  # a refused start writes nothing
