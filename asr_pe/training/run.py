@@ -47,9 +47,11 @@ from omegaconf import DictConfig, OmegaConf
 from asr_pe.evaluation.provenance import evaluated_checkpoint
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 from asr_pe.run_folder import (
+    CONFIG,
     LOCK,
     LOGS,
     RUN_CONTENT,
+    RUN_INFO,
     TENSORBOARD,
     checkpoint_path,
     clear_eval_done,
@@ -96,6 +98,7 @@ class Run:
     plan: StartPlan
     saved_cfg: DictConfig | None      # the run's config.yaml before this start (a resume)
     source: tuple[Path, Path] | None  # a fine-tune's source run and checkpoint (first start only)
+    found: frozenset[str] = frozenset()  # the run files the folder held before this start
 
     # ------------------------------------------------------------------ open
 
@@ -129,7 +132,8 @@ class Run:
             hold_run_lock(run_dir)          # a second writer of this folder stops here
             remove_partial_writes(run_dir)  # .<file>.*.tmp of a process killed mid-write
         plan = plan_start(run_dir, cfg, resume, owner=trainer.is_global_zero)
-        run = cls(cfg, run_dir, trainer, plan, saved_cfg, source=None)
+        found = frozenset(name for name in RUN_CONTENT if (run_dir / name).exists())
+        run = cls(cfg, run_dir, trainer, plan, saved_cfg, source=None, found=found)
         if plan.skip:
             return run
         # a fine-tune's source: checked before any data work; only the first start loads it
@@ -181,7 +185,7 @@ class Run:
             yield
         except BaseException:
             if self.owner and self.plan.checkpoint is None and not has_checkpoints(self.dir):
-                _forget_first_start(self.dir)
+                _forget_first_start(self.dir, self.found)
             raise
 
     # ------------------------------------------------------------------ prepare
@@ -327,9 +331,13 @@ def _rank_zero_by_environment() -> bool:
     return all(os.environ.get(var, "0") == "0" for var in ("RANK", "LOCAL_RANK", "SLURM_PROCID"))
 
 
-def _forget_first_start(run_dir: Path) -> None:
-    """What a first start that failed before training wrote into the folder, removed."""
+def _forget_first_start(run_dir: Path, found: frozenset[str]) -> None:
+    """What a first start that failed before training wrote into the folder, removed: what was not
+    there before it (``found``), and the config and record of a run that never trained (a resume
+    must not replay them). Prepared files found there stay: their own record decides their reuse."""
     for name in RUN_CONTENT:
+        if name in found and name not in (CONFIG, RUN_INFO):
+            continue
         path = run_dir / name
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
