@@ -890,7 +890,50 @@ def _ladder_relative_gap_cue(d):
     return [f"rung {r}" for r in RUNGS if lad(d, "relative", NOGAP, r).ratio <= lad(d, "relative", GAP, r).ratio]
 
 
+L4 = LADDER / "seed4"      # seed 4 of the five PEs, retrained by the backlog lane (recipes/synth/study/backlog.sh)
+
+
+def l4(pe):
+    return (str(L4 / f"{pe}_ctc_s4"),)
+
+
+def l4dev(d, pe, candidate="plain"):
+    errors = ref = 0
+    for r in RUNGS:
+        row = next(x for x in d.series([l4(pe)[0]], f"ladder_dev_{NOGAP}_{r}{SUFFIX[candidate]}").runs[0].rows
+                   if x["bucket"] == LONG)
+        errors, ref = errors + row["char_errors"], ref + row["ref_chars"]
+    return 100 * errors / ref
+
+
+def l4test(d, pe, suffix=""):
+    from asr_pe.evaluation.ladder_report import whole_rate
+    return whole_rate(d.ladder_run(l4(pe)[0], suffix), variant=NOGAP)
+
+
+def _l4_row(pe):
+    """The reproduction check's line of ``<pe>_ctc_s4`` (``seed4/retrained.jsonl``, written by the lane)."""
+    import json
+    rows = [json.loads(x) for x in (L4 / "retrained.jsonl").read_text().splitlines() if x.strip()]
+    return next((r for r in rows if r["run"] == f"{pe}_ctc_s4"), None)
+
+
+def _l4_reproduced(pe):
+    row = _l4_row(pe)
+    return [] if row and row["reproduced"] and row["test"]["differing"] == row["longform"]["differing"] == 0 \
+        else [f"{pe}_ctc_s4 not reproduced: {row}"]
+
+
 LADDER_NOTE_CLAIMS = [
+    Claim("ladder seed 4: none", "exactly (every test and long-form hypothesis, best step {}; `seed4/retrained.jsonl`); "
+          "dev: plain {}, **window:2.5 {}**; test {} against {} %. On the test ladder its ratio is {}-{}× with gaps "
+          "(seed 4 alone); over seeds 2-4, `none` is at {}× [{}, {}] at 160 s",
+          lambda d: [_l4_row("none")["test_best_step"][1], l4dev(d, "none"),
+                     l4dev(d, "none", "window:2.5"), l4test(d, "none", "_window2p5"), l4test(d, "none"),
+                     *_minmax(d.ladder(l4("none"), GAP, r).ratio for r in RUNGS),
+                     *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("none") + l4("none"), GAP, 160))]),
+    Fact("ladder seed 4: none reproduced", "`none` seed 4, retrained, reproduces the archived run",
+         lambda d: _l4_reproduced("none")),
     Claim("ladder: RoPE answer",
           "RoPE's in-context ratio grows steadily with length, {}× at 5 s, {}× at 10 s, {}× at 20 s, {}× at 40 s, {}× "
           "at 80 s and {}× [{}, {}] at 160 s",
