@@ -31,6 +31,10 @@ def main(cfg: DictConfig) -> None:
 
     with friendly_errors():
         check_added_keys(cfg)  # +decode.beem=3: one line, not a setting silently ignored
+        if cfg.get("threads"):
+            import torch
+
+            torch.set_num_threads(int(cfg.threads))
         overrides = {"decode": cfg.decode, "eval": eval_given_on_command_line(cfg), "data": cfg.data}
         reuse = Reuse() if cfg.reuse else None
         evaluate_run(cfg.run, overrides, device=cfg.device, corpus_manifests=resolve_manifests, reuse=reuse)

@@ -171,6 +171,9 @@ def check_train_config(cfg: DictConfig) -> None:
     if pe_list is not None:
         check_pe_combination(*pe_list)
     check_added_keys(cfg)
+    threads = cfg.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"threads={threads!r}: a whole number >= 1, or null (torch's default, one per core)")
     check_optim(_plain(cfg.optim))
     check_trainer(_plain(cfg.trainer))
     check_decode_settings(_plain(cfg.get("decode")) or {}, ctc_weight=float(cfg.loss.get("ctc_weight", 1.0)))

@@ -34,13 +34,11 @@ import contextlib
 import inspect
 import logging
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import lightning as L
-from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
@@ -74,6 +72,7 @@ from .finetune import check_init_from, init_record, load_init_weights, seed_prep
 from .lightning_private import check_lightning
 from .loader_deadline import end_loader_workers, loader_timeout_error
 from .metrics_log import merge_metrics, set_aside_metrics
+from .progress import StepProgress, conventional_logging
 from .resume import (ApplyOptimSettings, StartPlan, command_line_keys, parse_resume, plan_start, record_resume,
                      resumed_config, settings_changed)
 from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
@@ -124,6 +123,10 @@ class Run:
         if saved_cfg is not None:
             cfg = resumed_config(cfg, run_dir, command_line_keys())
         run_dir.mkdir(parents=True, exist_ok=True)
+        if cfg.get("threads"):
+            import torch
+
+            torch.set_num_threads(int(cfg.threads))
         # The trainer first: it knows this process' rank (from the launcher's or SLURM's environment)
         # before any process group exists, and only rank 0 owns (locks and writes) the run folder.
         L.seed_everything(int(cfg.seed), workers=True)
@@ -176,6 +179,9 @@ class Run:
             record_resume(self.dir, self.plan, changed)
             print(f"[asr_pe] resuming from {ckpt.name} (step {self.plan.step})"
                   + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changed.items())}" if changed else ""))
+            # Lightning's CSV logger warns that it deletes earlier logs; metrics_log keeps them
+            print(f"[asr_pe] logs/metrics.csv keeps the rows of steps before {self.plan.step}; those at or after it "
+                  "(trained after that checkpoint) are logged again by this start")
         write_config(self.dir, self.cfg)
 
     @contextlib.contextmanager
@@ -287,11 +293,11 @@ def _trainer(cfg: DictConfig, run_dir: Path) -> L.Trainer:
 
 
 def _progress_bars(cfg: DictConfig) -> list:
-    """rich draws live bars on a terminal; in CI logs a plain bar with sparse refreshes reads better.
-    None with ``trainer.enable_progress_bar=false`` (Lightning refuses a bar callback then)."""
+    """The run's step line (`asr_pe.training.progress.StepProgress`) instead of Lightning's
+    per-epoch bars; none with ``trainer.enable_progress_bar=false`` (Lightning refuses a bar then)."""
     if not cfg.trainer.get("enable_progress_bar", True):
         return []
-    return [RichProgressBar() if sys.stdout.isatty() else TQDMProgressBar(refresh_rate=50)]
+    return [StepProgress(every_n_steps=int(cfg.get("progress_every_n_steps") or 100))]
 
 
 def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
@@ -393,34 +399,3 @@ class _StartFiles:
         if self.hydra_subdir is not None:
             with contextlib.suppress(OSError):
                 self.run_dir.rmdir()  # Hydra made it for this start, which left nothing in it
-
-
-LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
-
-
-class _DropTips(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in str(record.msg)
-
-
-_DROP_TIPS = _DropTips()
-
-
-def conventional_logging() -> None:
-    """Where the root logger has handlers (Hydra), Lightning's records go through them only:
-    One line per log record, no third-party tips.
-    
-    Lightning gives its ``lightning`` / ``lightning.pytorch`` / ``lightning.fabric`` loggers console handlers of their
-    own; under Hydra's job logging (a handler on the root logger) each of their records then prints
-    twice. And Lightning 2.6 logs an advertisement ("Tip: ... litlogger") on every Trainer."""
-    if logging.getLogger().handlers:
-        for name in LIGHTNING_LOGGERS:
-            logger = logging.getLogger(name)
-            for handler in list(logger.handlers):
-                if type(handler) is logging.StreamHandler:  # Lightning's own console handler
-                    logger.removeHandler(handler)
-            logger.propagate = True
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logger = logging.getLogger(name)
-        if _DROP_TIPS not in logger.filters:
-            logger.addFilter(_DROP_TIPS)

@@ -201,6 +201,10 @@ def test_study_runner_skips_finished_and_resumes_interrupted(tiny_synth_root, tm
     output = r.stdout + r.stderr
     assert output.count("max_steps=3` reached") == 1 and output.count("Seed set to 0") == 1, output[-3000:]
     assert "Tip:" not in output
+    # progress by global step, plain lines in a log (no \r), none of the noise a user cannot act on
+    assert "[asr_pe] step 3/3 (100%)" in r.stdout and "\r" not in output, output[-3000:]
+    for noise in ("Total FLOPs: 0", "LeafSpec", "smaller than the logging interval"):
+        assert noise not in output, noise
     run = sweep / "none_ctc_s0"
     for test_set in ("test", "longform"):
         assert (run / "eval" / test_set / "buckets.csv").exists(), test_set
@@ -215,6 +219,9 @@ def test_study_runner_skips_finished_and_resumes_interrupted(tiny_synth_root, tm
     r = run_cli(*args)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "finished run, skipped" not in r.stdout
+    # the resume says what happens to the metric log, instead of Lightning's "will be deleted"
+    assert "Previous log files" not in r.stdout + r.stderr
+    assert "[asr_pe] logs/metrics.csv keeps the rows of steps before 3" in r.stdout
     assert (run / "eval" / "longform" / "buckets.csv").exists()
     # killed between two test sets (test scored, longform not begun, so no done.json): not
     # finished; the re-run evaluates again and longform gets its files
