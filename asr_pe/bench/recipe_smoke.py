@@ -90,9 +90,9 @@ def recipe_args(recipe: str, work: Path, mirror: Path, sums: Path, *, gpu: bool,
     if recipe == "librispeech":
         args += ["--train_parts", "dev-clean", "--dev_parts", "dev-clean", "--test_parts", "test-clean",
                  "--longform_durations", "[8]"]
-    else:  # the fixture's dev talks are short: train on its train talks too (as the recipe test does)
-        args += ["--longform_durations", "[5]"]
-        extra += " data.corpus.train=[train,dev]"
+    else:  # the fixture's dev talks are short: train on its train talks too (as the recipe test does);
+        # the dev talk held out for validation stays out of training (run.sh stage 4: dev_fit, dev_heldout)
+        args += ["--longform_durations", "[5]", "--train_splits", "train dev"]
     args += ["--extra", extra]
     if gpu:
         args += ["--eval_extra", "device=cuda"]

@@ -5,7 +5,7 @@ encoding against the duration of the audio. `plot_corpus_figure` draws that from
 folders: one panel per test set (e.g. test-clean, test-clean_long, test-other, test-other_long;
 or TED-LIUM's test, test_long, test_talks), one line per label (PE/loss; seeds pooled as in
 `wer_vs_length.aggregate`) with its bootstrap CI band, x the bucket's mean duration on a shared
-log axis (so a set's curve continues where the previous set's ends), y shared across panels, and
+log axis (so a set's curve continues where the previous set's ends), y shared across panels and from 0, and
 the longest training utterance as a dashed line. Each PE keeps its colour in every panel.
 
 Our buckets are the doubling scheme of ``eval.edges`` (0-2, 2-4, ... s), not the paper's own
@@ -83,6 +83,7 @@ def plot_corpus_figure(paths: Iterable[str | os.PathLike], out: str | os.PathLik
         for t in tmaxes:
             ax.axvline(t, color="0.3", ls="--", lw=1)
         format_length_axis(ax)
+        ax.set_ylim(bottom=0)   # shared y, from 0 (an error rate)
         ax.set_title(name, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes[n:]:

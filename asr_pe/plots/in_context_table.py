@@ -13,6 +13,10 @@ crossed 95 % CI (recordings x seeds), each seed's ratio with its CI over recordi
 cross-set ratio long set / reference bucket with a CI that resamples recordings together with
 the reference utterances inside them (`length_ratio_ci` with ``parts``); then, per recording,
 each label's ratio (seeds pooled), to show whether one recording carries the effect.
+
+`in_context_overview` is the corpus recipes' table (stage 6, ``scripts/in_context_table.py --pair``):
+one row per long-form set and label, against the set it was built from, the parts read from the
+manifests the runs' results name.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from asr_pe.run_folder import PER_UTT, result_dir
 
 from .wer_vs_length import RunResult, aggregate, check_one_run_per_seed, format_value, load_runs, seeds_cell
 
-__all__ = ["LabelInContext", "label_in_context", "in_context_cell", "in_context_table"]
+__all__ = ["LabelInContext", "label_in_context", "in_context_cell", "in_context_table", "in_context_overview",
+           "OVERVIEW_KEYS"]
 
 log = logging.getLogger(__name__)
 
@@ -155,3 +160,46 @@ def in_context_table(paths: Iterable[str | os.PathLike], *, long_set: str = "lon
             rec.append("| " + " | ".join(cells) + " |")
         text += "\n" + "\n".join(rec) + "\n"
     return text
+
+
+OVERVIEW_KEYS = ("long_set", "alone_set", "label", "seeds", "recordings", "mean_duration", "whole", "alone",
+                 "ratio", "ci_low", "ci_high")
+
+
+def in_context_overview(paths: Iterable[str | os.PathLike], pairs: Iterable[tuple[str, str]], *,
+                        metric: str = "wer", n_boot: int = 1000, seed: int = 0) -> tuple[str, list[dict]]:
+    """One table for a corpus recipe: per long-form set (decoded whole) and label, the in-context
+    ratio against the set it was built from (decoded alone), seeds pooled, with its 95 % CI.
+
+    ``pairs``: (long set, the set holding its parts); the parts come from the manifest each run's
+    ``eval/<long set>/buckets.meta.json`` names. A pair that no run has both sets of is a row of
+    ``–`` saying so (a figure stage reports what exists instead of failing). Returns (markdown,
+    rows with `OVERVIEW_KEYS`)."""
+    paths = list(paths)
+    m = metric.upper()
+    lines = ["| long-form set | decoded alone | PE | seeds | recordings | mean s | "
+             f"{m} whole | {m} alone | in-context ratio [95 % CI] |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows: list[dict] = []
+    for long_set, alone_set in pairs:
+        try:
+            results = label_in_context(paths, long_set=long_set, alone_set=alone_set, metric=metric,
+                                       n_boot=n_boot, seed=seed)
+        except (MissingFileError, ValueError) as e:   # no run has the long set (RunDirError is a ValueError)
+            log.warning("%s: no in-context ratio (%s)", long_set, e)
+            results = {}
+        if not results:
+            lines.append(f"| {long_set} | {alone_set} | – | – | 0 | – | – | – | – (no run has both sets evaluated "
+                         f"with the long set's parts known) |")
+            continue
+        for label, item in results.items():
+            p = item.pooled
+            mean_s = sum(r.duration for r in p.rows) / len(p.rows)
+            lines.append(f"| {long_set} | {alone_set} | {label.removesuffix('/ctc')} | "
+                         f"{seeds_cell([r.seed for r in item.runs])} | {len(p.rows)} | {mean_s:.0f} | "
+                         f"{format_value(p.whole, 2)} | {format_value(p.alone, 2)} | {in_context_cell(item)} |")
+            rows.append({"long_set": long_set, "alone_set": alone_set, "label": label,
+                         "seeds": " ".join(str(r.seed) for r in item.runs), "recordings": len(p.rows),
+                         "mean_duration": mean_s, "whole": p.whole, "alone": p.alone, "ratio": p.ratio,
+                         "ci_low": p.ci_low, "ci_high": p.ci_high})
+    return "\n".join(lines) + "\n", rows

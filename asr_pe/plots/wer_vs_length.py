@@ -442,7 +442,7 @@ def save_figure(fig, path: str | os.PathLike) -> None:
 
 def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: str, test_set: str,
                 title: str | None = None) -> None:
-    """PNG: one line per label (seed mean), shaded CI band, faint per-seed markers, log-x."""
+    """PNG: one line per label (seed mean), shaded CI band, faint per-seed markers, log-x, y from 0."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg   # no global backend switch
     from matplotlib.figure import Figure
 
@@ -457,6 +457,7 @@ def plot_series(series: Sequence[LabelSeries], path: str | os.PathLike, metric: 
     for t in tmaxes:
         ax.axvline(t, color="0.3", ls="--", lw=1, label=f"longest training utterance ({t:.2f} s)")
     format_length_axis(ax)
+    ax.set_ylim(bottom=0)   # an error rate from 0: a range cut below would magnify small differences
     ax.set_xlabel("utterance duration (s, bucket mean)")
     ax.set_ylabel(f"{metric.upper()} (%)")
     ax.set_title(title or f"{metric.upper()} vs input length — {test_set}")

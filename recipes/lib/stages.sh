@@ -6,9 +6,9 @@
 #   stage 3  long-form sets <set>_long.jsonl             stage_longform SET...
 #   stage 4  train one model per PE in $pes              stage_train [OVERRIDE...]
 #   stage 5  evaluate every run on the test sets         stage_evaluate
-#   stage 6  WER-vs-length figures per test set + all sets stage_plot
+#   stage 6  WER-vs-length figures per test set + all sets stage_plot (+ the in-context table)
 # The recipe defines `test_sets` (names of the test manifests that exist, one a line; see
-# `existing_sets`) and may redefine `check_test_sets` and `longform_done` (defaults below).
+# `existing_sets`) and may redefine `check_test_sets`, `longform_done` and `built_from` (defaults below).
 # recipes/librispeech/run.sh and recipes/tedlium3/run.sh are the models.
 #
 # `source` reads this whole file before running any of it, and it only defines functions and
@@ -19,7 +19,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/stage_range.sh"   # check_stage_range
 
 # Options of every corpus recipe; a recipe adds its own in `parse_options NAME... -- "$@"`.
 recipe_common_options="stage stop_stage work_dir data_dir corpus_dir mirror verify checksums longform_durations \
-pes experiment extra eval_extra smoke"
+pes experiment extra eval_extra smoke metric heldout_fraction"
+# defaults of the common options a recipe need not set itself
+metric=${metric:-wer}                      # stage 6: wer | cer (figures, tables, in-context ratios)
+heldout_fraction=${heldout_fraction:-0.1}  # stage 4: chapters/talks held out of a part that is both train and dev
 
 # smoke_requested ARG...: true when the options hold --smoke (alone, or --smoke true / --smoke=true).
 # A recipe calls it before `parse_options` and then sets its smoke defaults (a small experiment,
@@ -68,6 +71,10 @@ parse_options() {
     printf -v "$_opt" '%s' "$_val"
   done
   check_stage_range 6
+  case "$metric" in
+    wer|cer) ;;
+    *) echo "$0: error: --metric '$metric': the metrics are wer and cer" >&2; exit 2 ;;
+  esac
 }
 
 # recipe_setup NAME: the checked interpreter ($PYTHON and PYTHONPATH, recipes/python.sh), absolute
@@ -141,6 +148,20 @@ existing_sets() {
 # Hooks a recipe may redefine after sourcing this file:
 check_test_sets() { :; }               # check_test_sets SET...: exit with a message if one is unusable
 longform_done() { [ -f "$1" ]; }       # longform_done MANIFEST: stage 3 keeps it (else builds it)
+# built_from SET SETS...: the set among SETS that the long-form set SET was built from (its parts were
+# decoded alone there: the in-context ratio's denominator and the relative degradation's reference),
+# nothing for a set that is not long-form. Default: <set>_long and <set>_talks come from <set>.
+built_from() {
+  local s=$1 base x
+  shift
+  case "$s" in
+    *_long) base=${s%_long} ;;
+    *_talks) base=${s%_talks} ;;
+    *) return 0 ;;
+  esac
+  for x in "$@"; do [ "$x" = "$base" ] && { echo "$base"; return 0; }; done
+  return 0
+}
 
 # Stages 0-1: `if run_stage 0 && needs_archives 0; then ...`: true unless --corpus_dir named an
 # extracted tree, in which case stage N logs that it is skipped.
@@ -175,6 +196,39 @@ stage_longform() {
     if longform_done "$out"; then log "  $out exists"; continue; fi
     run_child "$PYTHON" "$repo/scripts/make_longform.py" --manifest "$manifest_dir/$part.jsonl" --out "$out" \
       --durations "${durations[@]}"
+  done
+}
+
+# Stage 4, before training: heldout_split "TRAIN PARTS" "DEV PARTS" sets $fit_parts and $val_parts, the
+# manifests to train and to validate on. A part that is both a training and a dev part (the smoke runs
+# train on one small part) would validate on the utterances it trains on (val CER ~1 % against a test
+# CER of 40 %, and best.ckpt chosen by it): it is split into <part>_fit (trained on) and <part>_heldout
+# (validated on), $heldout_fraction of its chapters/talks held out whole (scripts/split_heldout.py,
+# asr_pe/data/heldout.py). The split is kept while both files are newer than <part>.jsonl.
+heldout_split() {
+  local train=" $1 " dev=" $2 " p m
+  fit_parts=""
+  val_parts=""
+  for p in $1; do
+    case "$dev" in
+      *" $p "*)
+        m="$manifest_dir/$p"
+        if [ "$m"_fit.jsonl -nt "$m.jsonl" ] && [ "$m"_heldout.jsonl -nt "$m.jsonl" ]; then
+          log "stage 4: $p is a training and a dev part: ${p}_fit / ${p}_heldout exist (delete them to split again)"
+        else
+          log "stage 4: $p is a training and a dev part: holding out $heldout_fraction of its groups for validation"
+          run_child "$PYTHON" "$repo/scripts/split_heldout.py" --manifest "$m.jsonl" --fit-out "$m"_fit.jsonl \
+            --heldout-out "$m"_heldout.jsonl --fraction "$heldout_fraction"
+        fi
+        fit_parts="$fit_parts ${p}_fit" ;;
+      *) fit_parts="$fit_parts $p" ;;
+    esac
+  done
+  for p in $2; do
+    case "$train" in
+      *" $p "*) val_parts="$val_parts ${p}_heldout" ;;
+      *) val_parts="$val_parts $p" ;;
+    esac
   done
 }
 
@@ -218,20 +272,33 @@ stage_evaluate() {
   done
 }
 
-# Stage 6: one WER-vs-length figure per set of `test_sets`, across the runs of $pes.
+# Stage 6: one $metric-vs-length figure per set of `test_sets` across the runs of $pes (a long-form set's
+# relative degradation against the set it was built from, `built_from`), the study's figure, and the
+# in-context ratio of every long-form set per PE (plots/in_context_<metric>.{md,csv}).
 stage_plot() {
-  local -a sets runs
-  local pe s
+  local -a sets runs pairs ref
+  local pe s from
   mapfile -t sets < <(test_sets)
   check_test_sets "${sets[@]}"
   runs=()
   for pe in $pes; do runs+=("$runs_dir/$pe"); done
+  pairs=()
   for s in "${sets[@]}"; do
-    log "stage 6: plot $s -> $work_dir/plots/$s"
-    run_child "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
+    from=$(built_from "$s" "${sets[@]}")
+    ref=()
+    if [ -n "$from" ]; then ref=(--reference-set "$from"); pairs+=(--pair "$s" "$from"); fi
+    log "stage 6: plot $s ($metric) -> $work_dir/plots/$s"
+    run_child "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --metric "$metric" \
+      "${ref[@]}" --out "$work_dir/plots/$s"
   done
   # the study's figure: every test set a panel, every PE a line (the CAPE paper's layout)
-  log "stage 6: the study's figure -> $work_dir/plots/wer_vs_length_all.png"
+  log "stage 6: the study's figure -> $work_dir/plots/${metric}_vs_length_all.png"
   run_child "$PYTHON" "$repo/scripts/plot_corpus_figure.py" "${runs[@]}" --test-sets "${sets[@]}" \
-    --out "$work_dir/plots/wer_vs_length_all.png"
+    --metric "$metric" --out "$work_dir/plots/${metric}_vs_length_all.png"
+  # the headline measure: each long-form recording decoded whole against its parts decoded alone
+  if [ "${#pairs[@]}" -gt 0 ]; then
+    log "stage 6: in-context ratios -> $work_dir/plots/in_context_$metric.md"
+    run_child "$PYTHON" "$repo/scripts/in_context_table.py" "${runs[@]}" "${pairs[@]}" --metric "$metric" \
+      --out "$work_dir/plots/in_context_$metric.md"
+  fi
 }

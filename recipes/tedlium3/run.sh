@@ -5,13 +5,16 @@
 #   stage 1  extract it (idempotent: marker file)
 #   stage 2  manifests <work_dir>/manifests/<split>.jsonl + <split>_talks.jsonl (full talks)
 #   stage 3  long-form test sets <split>_long.jsonl (consecutive segments of one talk)
-#   stage 4  train one model per PE in $pes (skips runs whose evaluation is done)
-#   stage 5  evaluate every run on the short and long-form test sets (skips finished sets)
-#   stage 6  WER-vs-length figures, one per test set, across all runs
+#   stage 4  train one model per PE in $pes (skips runs whose evaluation is done); a split both trained
+#            and validated on (the smoke run's dev) is split: talks held out to validate
+#   stage 5  evaluate every run on the segment, long-form and full-talk sets (skips finished sets);
+#            writes the in-context ratio of <split>_long and <split>_talks (eval/<set>/in_context.md)
+#   stage 6  WER (--metric cer: CER) vs length figures per test set across all runs, in-context table
 #
 # Usage: recipes/tedlium3/run.sh [--stage N] [--stop_stage M] [--name value ...]
 # Every variable below can be set with --name value (or --name=value); see README.md.
-# First run: --smoke (a small model in minutes, cape_tedlium3_smoke: the dev talks only, its own work_dir).
+# First run: --smoke (a small model in minutes, cape_tedlium3_smoke: the dev talks only, one of them held
+# out for validation, its own work_dir).
 set -euo pipefail
 # The body is one { ... } block, read in full before it runs: editing this file while a long job
 # is under way cannot make the running copy execute a mix of old and new lines. Stages 3-6 and the
@@ -26,26 +29,33 @@ mirror=openslr                     # openslr | us | eu | cn | lium | any base UR
 verify=true                        # false: skip checksum verification
 checksums=""                       # md5sum/sha256sum list (path or URL) replacing the built-in digest
 subset=legacy                      # legacy (452 h) | speaker-adaptation | full (= legacy, read from data/)
+train_splits="train"               # trained on
+dev_splits="dev"                   # validated on (a split also in train_splits: its held-out talks)
 test_splits="dev test"             # evaluated: <split>, <split>_talks (full talks), <split>_long
 longform_durations="[10,20,40,80,160]"   # seconds
 pes="none sinusoidal relative rope cape"
 experiment=cape_tedlium3           # conf/experiment/<name>.yaml
 extra=""                           # extra Hydra overrides for train.py, e.g. "trainer.max_steps=2"
 eval_extra=""                      # extra Hydra overrides for evaluate.py, e.g. "device=cuda"
+metric=wer                         # stage 6: wer | cer
+heldout_fraction=0.1               # stage 4: talks held out of a split both trained and validated on
 smoke=false                        # --smoke: the smoke run below (any option given still wins)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$repo/recipes/lib/stages.sh"
 if smoke_requested "$@"; then
   # minutes, not weeks: a ~0.7 M-parameter model (conf/experiment/cape_tedlium3_smoke.yaml)
-  # trained on the 8 dev talks (1.6 h), tested on the 11 test talks, in a work_dir of its own so
-  # that no smoke run is ever taken for a finished run of the study
+  # trained on 7 of the 8 dev talks (1.6 h; stage 4 holds one out for validation: dev_fit /
+  # dev_heldout), tested on the 11 test talks, in a work_dir of its own so that no smoke run is
+  # ever taken for a finished run of the study
   work_dir=exp/tedlium3_smoke
   experiment=cape_tedlium3_smoke
+  train_splits=dev
+  dev_splits=dev
   test_splits=test
   pes="none cape"
 fi
-parse_options subset test_splits -- "$@"
+parse_options subset train_splits dev_splits test_splits -- "$@"
 recipe_setup tedlium3
 test_sets() { existing_sets "$test_splits" "" _long _talks; }  # segment, long-form and full-talk sets
 longform_done() { has_entries "$1"; }  # stage 3 builds an empty long-form set again
@@ -82,8 +92,12 @@ fi
 if run_stage 3; then stage_longform $test_splits; fi
 # the evaluation that follows training scores the segment and whole-talk sets of $test_splits
 # (stage 5 adds the long-form ones), not the config's default list
-# shellcheck disable=SC2046  # one word per set on purpose
-if run_stage 4; then stage_train data.corpus.test="$(hydra_list $(for s in $test_splits; do echo "$s" "${s}_talks"; done))"; fi
+# shellcheck disable=SC2046,SC2086  # one word per set on purpose
+if run_stage 4; then
+  heldout_split "$train_splits" "$dev_splits"   # a split both trained and validated on: split (the smoke run)
+  stage_train data.corpus.train="$(hydra_list $fit_parts)" data.corpus.dev="$(hydra_list $val_parts)" \
+    data.corpus.test="$(hydra_list $(for s in $test_splits; do echo "$s" "${s}_talks"; done))"
+fi
 if run_stage 5; then stage_evaluate; fi
 if run_stage 6; then stage_plot; fi
 log "stages $stage..$stop_stage done"

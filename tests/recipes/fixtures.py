@@ -73,7 +73,8 @@ LIBRISPEECH_LAYOUT: dict[str, dict[str, dict[str, list[tuple[int, str]]]]] = {
 
 
 # A larger layout for the smoke runs (spelled audio): enough dev-clean sentences, pangrams among
-# them, for a small model to learn every letter of test-clean; test-clean has two chapters of
+# them, for a small model to learn every letter of test-clean, and a third chapter to validate on;
+# test-clean has two chapters of
 # three utterances, so stage 3 can join each chapter into a long-form recording.
 SMOKE_LIBRISPEECH_LAYOUT: dict[str, dict[str, dict[str, list[tuple[int, str]]]]] = {
     "dev-clean": {
@@ -87,6 +88,10 @@ SMOKE_LIBRISPEECH_LAYOUT: dict[str, dict[str, dict[str, list[tuple[int, str]]]]]
             "THE STAIRCASE GROANED", "A WIZARD'S JOB IS TO VEX CHUMPS QUICKLY IN FOG",
             "WALTZ BAD NYMPH FOR QUICK JIGS VEX", "SHE SELLS SEA SHELLS BY THE SEA SHORE",
             "PETER PIPER PICKED A PECK OF PICKLED PEPPERS"]))},
+        # the chapter the smoke run holds out for validation (recipes/lib/stages.sh `heldout_split`:
+        # 10 % of 3 chapters is one, the last in manifest order), so that it still trains on the 16 above
+        "251": {"136532": list(enumerate(["THE DOG HOPED FOR A GOOD DINNER", "IT WAS QUITE A JOKE",
+                                          "FIVE BOXES OF CARROTS"]))},
     },
     "test-clean": {"1089": {
         "134686": [(0, "HE HOPED THERE WOULD BE STEW FOR DINNER"), (1, "TURNIPS AND CARROTS"),

@@ -158,17 +158,22 @@ def test_smoke_switch_selects_the_small_experiment_one_part_and_its_own_work_dir
                        capture_output=True, timeout=60, env=env, cwd=tmp_path)
         return log.read_text().splitlines()
 
-    calls = stage4(LIBRI, *smoke_args)
+    # the smoke run's one part is split first: chapters held out for validation (test_recipe_outputs.py)
+    split, *calls = stage4(LIBRI, *smoke_args)
     work = tmp_path / "exp" / "librispeech_smoke"
+    assert "split_heldout.py" in split and f"{work}/manifests/dev-clean.jsonl" in split
     assert [c.split()[2] for c in calls] == [f"pe={pe}" for pe in ("none", "cape")]
     assert all("experiment=cape_librispeech_smoke" in c and f"run_dir={work}/runs/" in c and
-               "data.corpus.train=['dev-clean']" in c and "data.corpus.test=['test-clean']" in c for c in calls)
+               "data.corpus.train=['dev-clean_fit']" in c and "data.corpus.dev=['dev-clean_heldout']" in c and
+               "data.corpus.test=['test-clean']" in c for c in calls)
     # an option given explicitly wins over the smoke default, wherever it stands
-    (call,) = stage4(LIBRI, "--pes", "rope", *smoke_args, "--work_dir", str(tmp_path / "w"))
+    (_, call) = stage4(LIBRI, "--pes", "rope", *smoke_args, "--work_dir", str(tmp_path / "w"))
     assert "pe=rope" in call and f"run_dir={tmp_path}/w/runs/rope" in call and "cape_librispeech_smoke" in call
-    calls = stage4(TED, *smoke_args)
+    split, *calls = stage4(TED, *smoke_args)
+    assert "split_heldout.py" in split
     assert all("experiment=cape_tedlium3_smoke" in c and "data.corpus.test=['test','test_talks']" in c and
-               f"{tmp_path}/exp/tedlium3_smoke/runs/" in c for c in calls) and len(calls) == 2
+               "data.corpus.train=['dev_fit']" in c and f"{tmp_path}/exp/tedlium3_smoke/runs/" in c
+               for c in calls) and len(calls) == 2
     # --smoke false is the full recipe
     calls = stage4(LIBRI, "--smoke", "false", "--pes", "cape")
     assert "experiment=cape_librispeech " in calls[0] and f"{tmp_path}/exp/librispeech/runs/cape" in calls[0]

@@ -8,6 +8,7 @@ for real with a tiny model on fixture corpora whose clips are long enough for CT
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -173,10 +174,21 @@ def test_librispeech_stages_3_to_6_commands_and_skips(fake_python, tmp_path):
     assert ev == [f"{REPO}/evaluate.py run={runs}/{pe} data.test={hydra_list(sets)} reuse=true"
                   for pe in ("none", "rope", "cape")]
     plots = [c for c in got if "plot_wer_vs_length.py" in c]
+    # a long-form set's relative degradation is against the set it was built from (its own buckets all
+    # lie past the training lengths: without a reference the table said "n/a")
+    reference = {"test-clean_long": " --reference-set test-clean", "test-other_long": " --reference-set test-other"}
     assert plots == [
-        f"{REPO}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope {runs}/cape --test-set {s} --out {work}/plots/{s}"
+        f"{REPO}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope {runs}/cape --test-set {s} --metric wer"
+        f"{reference.get(s, '')} --out {work}/plots/{s}"
         for s in sets
     ]
+    assert [c for c in got if "plot_corpus_figure.py" in c] == [
+        f"{REPO}/scripts/plot_corpus_figure.py {runs}/none {runs}/rope {runs}/cape --test-sets {' '.join(sets)} "
+        f"--metric wer --out {work}/plots/wer_vs_length_all.png"]
+    # the headline measure: one table of every long-form set's in-context ratio per PE
+    assert [c for c in got if "in_context_table.py" in c] == [
+        f"{REPO}/scripts/in_context_table.py {runs}/none {runs}/rope {runs}/cape --pair test-clean_long test-clean "
+        f"--pair test-other_long test-other --metric wer --out {work}/plots/in_context_wer.md"]
     # Re-running stage 3 does nothing: every long-form manifest exists.
     log.unlink()
     run(LIBRI, "--stage", "3", "--stop_stage", "3", "--work_dir", str(work), python=python, env={"FAKE_LOG": str(log)})
@@ -218,6 +230,14 @@ def test_tedlium_stage_5_evaluates_segments_long_form_and_full_talks(fake_python
     failed = run(TED, "--stage", "5", "--stop_stage", "5", "--work_dir", str(work), "--pes", "rope",
                  python=python, env={"FAKE_LOG": str(log)}, check=False)
     assert failed.returncode == 1 and "run stage 4" in failed.stderr
+
+
+# The real runs below are the recipes' smoke runs (run.sh --smoke: conf/experiment/*_smoke.yaml) on
+# fixtures whose audio spells the transcripts, shortened to what the fixture needs to learn.
+SMOKE_EXTRA = "trainer.max_steps=150 trainer.enable_progress_bar=false"
+# One intra-op thread: on a machine shared with other tests and jobs, torch's OpenMP threads spin
+# and wait on each other (a smoke step took 5-8 s with 2 threads on 2 busy cores, 0.4-0.9 s with 1).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _assert_learned(run_dir: Path, test_set: str, max_cer: float) -> None:
@@ -316,9 +336,23 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     _assert_runs_evaluated_and_plotted(work, ["none", "rope"], ["test-clean", "test-clean_long"])
     for pe in ("none", "rope"):
         _assert_learned(work / "runs" / pe, "test-clean", max_cer=40.0)
-    # stage 4 trained on the parts given to run.sh, not the config's 960 h default
+    # stage 4 trained on the parts given to run.sh, not the config's 960 h default, and validated on a
+    # chapter held out of dev-clean (its third), not on the utterances it trained on
     config = (work / "runs" / "none" / "config.yaml").read_text()
-    assert "- dev-clean" in config and "train-clean-100" not in config
+    assert "- dev-clean_fit" in config and "- dev-clean_heldout" in config and "train-clean-100" not in config
+    held = read_manifest(work / "manifests" / "dev-clean_heldout.jsonl")
+    fit = read_manifest(work / "manifests" / "dev-clean_fit.jsonl")
+    assert {u.speaker for u in held} == {"251-136532"} and len(fit) == 16
+    assert not {u.id for u in held} & {u.id for u in fit}
+    # stage 5 evaluated the long-form set with the set it was built from: its in-context ratio, per PE
+    # and in stage 6's table; the long set's relative degradation is against test-clean's buckets
+    for pe in ("none", "rope"):
+        record = json.loads((work / "runs" / pe / "eval" / "test-clean_long" / "in_context.json").read_text())
+        assert record["alone_set"] == "test-clean" and record["rows"], pe
+    table = (work / "plots" / "in_context_wer.md").read_text()
+    assert all(f"| test-clean_long | test-clean | {pe} |" in table for pe in ("none", "rope")), table
+    degradation = (work / "plots" / "test-clean_long" / "wer_vs_length.md").read_text()
+    assert "| test-clean: " in degradation and "n/a" not in degradation, degradation
 
     # A second call: nothing downloaded, extracted, prepared, trained or evaluated again.
     kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
@@ -414,7 +448,8 @@ def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(bui
             "--checksums", http_server.url("/resources/51/sha256sum.txt"),
             "--longform_durations", "[5]", "--pes", "cape", "--test_splits", "dev test", "--smoke",
             # the fixture's dev talks are short: its train talks too, so that the model hears every letter
-            "--extra", SMOKE_EXTRA + " data.corpus.train=[train,dev]"]
+            # (the dev talk held out for validation stays out: dev_fit is trained on, dev_heldout validates)
+            "--train_splits", "train dev", "--extra", SMOKE_EXTRA]
     out = run(TED, *args, timeout=900, env=ONE_THREAD)
     assert "stages 0..6 done" in out.stdout and "experiment=cape_tedlium3_smoke" in out.stdout
     assert [p for p, _ in http_server.requests if p.endswith(".tgz")] == ["/resources/51/TEDLIUM_release-3.tgz"]
@@ -424,6 +459,17 @@ def test_tedlium_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing(bui
     talks = read_manifest(work / "manifests" / "test_talks.jsonl")
     assert max(u.duration for u in talks) > 80.0, "the whole-talk set lost its long talk"
     _assert_learned(work / "runs" / "cape", "test", max_cer=40.0)
+    # validated on the dev talk held out of training (train talks + dev_fit trained on)
+    config = (work / "runs" / "cape" / "config.yaml").read_text()
+    assert "- dev_fit" in config and "- dev_heldout" in config
+    assert {u.speaker for u in read_manifest(work / "manifests" / "dev_heldout.jsonl")} == {"MariaLopez_2010"}
+    # every long-form set (built segments and whole talks) has its in-context ratio, in stage 6's table too
+    table = (work / "plots" / "in_context_wer.md").read_text()
+    for split in ("dev", "test"):
+        for long_set in (f"{split}_long", f"{split}_talks"):
+            record = json.loads((work / "runs" / "cape" / "eval" / long_set / "in_context.json").read_text())
+            assert record["alone_set"] == split, long_set
+            assert f"| {long_set} | {split} | cape |" in table, table
 
     kept = _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted"))
     requests = len(http_server.requests)
@@ -743,7 +789,8 @@ def test_a_python_without_the_toolkit_stops_the_recipe_with_one_line(name, args,
 def test_without_PYTHON_a_recipe_uses_the_repositorys_venv(tmp_path):
     repo = tmp_path / "repo"
     (repo / "recipes" / "synth").mkdir(parents=True)
-    for rel in ("recipes/synth/run.sh", "recipes/python.sh"):
+    (repo / "recipes" / "lib").mkdir()
+    for rel in ("recipes/synth/run.sh", "recipes/python.sh", "recipes/lib/stage_range.sh"):
         shutil.copy(REPO / rel, repo / rel)
     venv_python = repo / ".venv" / "bin" / "python"
     venv_python.parent.mkdir(parents=True)

@@ -40,7 +40,9 @@ def test_both_recipes_source_the_shared_stages_instead_of_copying_them(name):
     assert re.search(r"^parse_options .* -- \"\$@\"$", text, re.M)
     assert f"recipe_setup {name}\n" in text
     for stage, function in ((3, "stage_longform"), (4, "stage_train"), (5, "stage_evaluate"), (6, "stage_plot")):
-        assert re.search(rf"^if run_stage {stage}; then(\s|#[^\n]*)*{function}\b", text, re.M), (stage, function)
+        # stage 4 may first split a part both trained and validated on (the shared `heldout_split`)
+        assert re.search(rf"^if run_stage {stage}; then(\s|#[^\n]*|heldout_split [^\n]*)*{function}\b", text, re.M), \
+            (stage, function)
     # the shared commands and the option loop live in the library only (comments aside)
     code = "\n".join(line.split("  #")[0] for line in text.splitlines() if not line.lstrip().startswith("#"))
     for copied in ("train.py", "evaluate.py", "plot_wer_vs_length.py", "make_longform.py", "while [ $# -gt 0 ]",
@@ -191,10 +193,14 @@ prev=; for a in "$@"; do case "$prev $a" in "--out "*.jsonl) touch "$a" ;; *" ru
         *(f"{repo}/train.py experiment=cape_toy pe={pe} run_dir={runs}/{pe} resume=auto "
           f"data.corpus.manifest_dir={md} a=1" for pe in ("none", "rope")),
         *(f"{repo}/evaluate.py run={runs}/{pe} data.test={sets} reuse=true" for pe in ("none", "rope")),
-        *(f"{repo}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope --test-set {s} --out {work}/plots/{s}"
-          for s in ("eval", "eval_long")),
+        f"{repo}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope --test-set eval --metric wer "
+        f"--out {work}/plots/eval",
+        f"{repo}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope --test-set eval_long --metric wer "
+        f"--reference-set eval --out {work}/plots/eval_long",
         f"{repo}/scripts/plot_corpus_figure.py {runs}/none {runs}/rope --test-sets eval eval_long "
-        f"--out {work}/plots/wer_vs_length_all.png",
+        f"--metric wer --out {work}/plots/wer_vs_length_all.png",
+        f"{repo}/scripts/in_context_table.py {runs}/none {runs}/rope --pair eval_long eval --metric wer "
+        f"--out {work}/plots/in_context_wer.md",
     ]
     assert "[toy] stages 3..6 done" in proc.stdout
     helped = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, env=env)
