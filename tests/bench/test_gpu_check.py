@@ -55,6 +55,7 @@ def _check_summary(out, steps):
     return summary, md
 
 
+@pytest.mark.slow  # ~70 s on 2 idle cores (100 s busy): .ci/run runs it after make test, to keep make test under 12 min
 def test_dry_check_runs_the_gradient_benchmark_and_long_steps(tmp_path):
     steps = ["grad", "bench_fused", "long"]
     gpu_check.run_gpu_check(tmp_path, dry=True, steps=steps, argv=["--dry"])
