@@ -6,10 +6,13 @@ tolerance (tests hold them to it):
 * reference: softmax(QKᵀ/√d + bias)·V written out (``attention_reference``), used for
   attention weights (``need_weights``) and by tests (``use_reference``): read this first;
 * explicit: the same with scale, bias and masks applied in place (``attention_explicit``), for
-  short learned biases, with attention dropout on a learned bias, for PEs that need the weights
-  (``fused_ok = False``) and for every bias when ``bias_mode="explicit"``;
-* fused: SDPA, and for CPU training a learned bias with a written-out backward or Transformer-XL
-  as widened q/k: ``attention_fast_paths.py`` (why and when each is faster is written there);
+  short learned biases the blocked path does not take, attention dropout on a learned bias, for
+  PEs that need the weights (``fused_ok = False``) and for every bias when ``bias_mode="explicit"``;
+* fused: SDPA; for CPU training a learned bias the PE offers in compact form
+  (``AttentionPE.block_bias``) is attended by ``SDPAWithBlockBias`` (fused forward, backward in
+  cache-sized blocks of query rows, no T×T bias), other learned biases with a written-out
+  backward or Transformer-XL as widened q/k: ``attention_fast_paths.py`` (why and when each is
+  faster is written there);
 * blocked: any of the above over query blocks of ``block_size`` rows, so a long input never
   materialises a T×T matrix. PE hooks receive the query/key positions of the block.
 """
@@ -134,7 +137,12 @@ class MultiHeadAttention(nn.Module):
             # windowed: a block of rows [s, e) needs keys [s − W, e + W) only (see _key_span)
             block = min(block, max(self.window, 32))
         remedies = self.window is not None or self.logit_scale_keys is not None
-        if (pe is not None and not remedies and not need_weights and not self.use_reference
+        plain_call = pe is not None and not remedies and not need_weights and not self.use_reference
+        # a learned bias in CPU training: the PE's compact bias, attended in cache-sized blocks
+        layout = (fast.block_bias_for(pe, q, q_pos, k_pos, key_padding_mask, self.bias_mode,
+                                      self.dropout if self.training else 0.0)
+                  if plain_call and block == Tq else None)
+        if (plain_call and layout is None
                 and fast.use_widened_qk(pe, self.bias_mode, self.in_proj.weight.device.type == "cpu", Tk)):
             widened = pe.fused_qk(q, k, q_pos, k_pos)
             if widened is not None:  # the PE's whole logit as one dot product: SDPA, no bias
@@ -144,6 +152,10 @@ class MultiHeadAttention(nn.Module):
         q_raw = q
         if pe is not None:
             q, k = pe.transform_qk(q, k, q_pos, k_pos)
+        if layout is not None:
+            out = fast.attend_block_bias(q, k, v, layout, key_padding_mask, hidden_keys(q_pos, k_pos, causal, None))
+            out = pe.mix_output(out, v, q_pos, k_pos, key_padding_mask)
+            return self.out_proj(out.transpose(1, 2).reshape(B, Tq, D)), None  # (B, Tq, D)
         temperature = self._length_temperature(key_padding_mask, Tk, q)
         if temperature is not None:
             q = q * temperature  # the content logits; attend_block scales a PE's bias alike

@@ -1,8 +1,19 @@
-"""The fused attention paths: SDPA for every case it can take, plus two CPU training speed-ups.
+"""The fused attention paths: SDPA for every case it can take, plus CPU training speed-ups.
 
 ``MultiHeadAttention`` (``attention.py``) decides which path a block of queries takes; the
 readable reference path lives there. What is here computes the same function faster (tests in
-``tests/inference/test_fast_paths.py`` hold each path to the reference's outputs and gradients):
+``tests/inference/test_fast_paths.py`` and ``tests/models/test_block_bias.py`` hold each path to
+the reference's outputs and gradients):
+
+* ``SDPAWithBlockBias``: a *learned* bias in CPU training (T5, Shaw, Transformer-XL, ALiBi with a
+  learned scale), given by the PE in compact form (``AttentionPE.block_bias``: per-offset values,
+  Shaw's q·a rows, Transformer-XL's (q + v) and position table). Forward: SDPA's fused kernel per
+  utterance; backward written out per block of ~64 query rows, so every T×T-shaped temporary is
+  a cache-sized block and the bias gradient is summed per offset from each block. No (B or 1, H,
+  T, T) bias, mask or gradient tensor is built, and nothing T×T is stored for the backward
+  (issue 47; measured in docs/benchmarks.md, "The bias PEs in blocks"). The two paths below remain for
+  what it does not take (attention dropout, positions that are not ranges, drawn positions,
+  padding that is not a suffix).
 
 * ``attend_fused``: ``F.scaled_dot_product_attention`` for plain attention, for PEs that only
   rotate q/k (RoPE) and for additive biases passed as a float mask (for inference, and for a
@@ -299,3 +310,128 @@ class SDPAWithBiasGrad(torch.autograd.Function):
             if need_bias:
                 batch_row(d_bias, b)[..., :n] += gb
         return d_q, d_k, d_v, d_bias, None, None, None, None
+
+
+# The blocked path's working set: one (1, H, rows, n) fp32 block of scores is about this many
+# elements (2**18 = 1 MiB, the machine's L2 per core), so the backward's passes over scores,
+# probabilities and score gradients stay in cache. Measured one utterance, H 4, T 1000, d 36,
+# 1 thread: 64 rows 103 ms, 128 rows 111 ms, 256 rows 142 ms, 32 rows 163 ms, the whole
+# (1, H, T, T) at once (``_bias_grad_backward``) 184-198 ms; torch's fused backward 92-104 ms.
+BLOCK_BIAS_ELEMENTS = 2 ** 18
+# Keys from which a learned bias takes the blocked path in CPU training (below: the explicit
+# path, which keeps the probabilities for its backward and makes one batched call where the
+# blocked path makes one per utterance). One layer fwd+bwd, B 8, H 4, d 36, 1 thread, ratio to
+# none: T = 100 explicit faster for Shaw (1.60 vs 1.94) and Transformer-XL (1.88 vs 2.01);
+# T = 160 about even (T5 1.38 vs 1.42, Shaw 1.90 vs 1.75); T = 250 blocked faster for all
+# three (T5 1.35 vs 1.84, Shaw 1.95 vs 2.45, Transformer-XL 2.20 vs 2.42).
+BLOCK_BIAS_MIN_KEYS = 160
+
+
+def block_rows(n_heads: int, n_keys: int) -> int:
+    """Query rows per block of ``SDPAWithBlockBias``'s backward (at least 16)."""
+    return max(16, BLOCK_BIAS_ELEMENTS // max(1, n_heads * n_keys))
+
+
+def suffix_key_counts(key_padding_mask, batch: int, n_keys: int) -> list[int] | None:
+    """Each utterance's number of real keys when its padding is a suffix (as ``make_pad_mask``
+    builds it; all keys without a mask), else None."""
+    if key_padding_mask is None:
+        return [n_keys] * batch
+    n = (~key_padding_mask).sum(1)  # (B,)
+    if bool((n == 0).any()) or not torch.equal(key_padding_mask, make_pad_mask(n, key_padding_mask.size(1))):
+        return None
+    return n.tolist()
+
+
+def block_bias_for(pe: AttentionPE, q, q_pos, k_pos, key_padding_mask, bias_mode: str, dropout_p: float):
+    """The PE's ``BlockBias`` when the blocked path applies: CPU training (grad on, fp32, no
+    attention dropout, ``bias_mode="auto"``) of a fused-capable PE with a learned bias, at least
+    ``BLOCK_BIAS_MIN_KEYS`` keys and suffix padding; else None (the other paths)."""
+    if not (bias_mode == "auto" and q.device.type == "cpu" and torch.is_grad_enabled() and dropout_p == 0
+            and q.dtype == torch.float32 and pe.fused_ok and k_pos.numel() >= BLOCK_BIAS_MIN_KEYS):
+        return None
+    if suffix_key_counts(key_padding_mask, q.size(0), k_pos.numel()) is None:
+        return None
+    layout = pe.block_bias(q, q_pos, k_pos)
+    if layout is None or not any(t.requires_grad for t in layout.inputs):
+        return None  # nothing learned (ALiBi): SDPA's own backward serves q, k and v
+    return layout
+
+
+def attend_block_bias(q, k, v, layout, key_padding_mask, hidden) -> torch.Tensor:
+    """softmax(QKᵀ/√d + bias + masks)·V with the bias given by a ``BlockBias`` -> (B, H, Tq, d)."""
+    lengths = suffix_key_counts(key_padding_mask, q.size(0), k.size(2))
+    assert lengths is not None, "attend_block_bias: padding must be a suffix of each utterance"
+    return SDPAWithBlockBias.apply(q, k, v, hidden, 1.0 / math.sqrt(q.size(-1)), lengths, layout, *layout.inputs)
+
+
+class SDPAWithBlockBias(torch.autograd.Function):
+    """Attention with a learned bias given in compact form (``positional.base.BlockBias``), CPU
+    training.
+
+    Forward, per utterance b over its first n_b keys (no padding mask): the bias (1, H, Tq, n_b)
+    laid out by the PE, SDPA's fused kernel. Backward, per utterance and per block of
+    ``block_rows`` query rows (one ~1 MiB score block, in cache): S and P = softmax(S)
+    recomputed, dV += Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − rowsum(dO ⊙ O)), dQ = dS·K·scale,
+    dK += dSᵀ·Q·scale, and the block's dS handed to the layout, which adds it into the gradients
+    of its compact tensors (T5's per-offset values, Shaw's q·a rows, Transformer-XL's (q + v) and
+    p). Nothing (B or 1, H, Tq, Tk) is stored between forward and backward; padded keys get zero
+    gradients, every query row (padded ones too) sees its utterance's keys, as in the batched
+    call. ``hidden`` (Tq, Tk) True = hidden key (causal) or None. No dropout."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, hidden, scale, key_lengths, layout, *inputs):
+        neg = torch.finfo(q.dtype).min
+        H, Tq = q.size(1), q.size(2)
+        outs = []
+        for b, n in enumerate(key_lengths):
+            mask = layout.full(b, n, block_rows(H, n))  # (1, H, Tq, n)
+            if hidden is not None:
+                mask = mask.masked_fill(hidden[:, :n], neg)
+            outs.append(sdpa(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], attn_mask=mask, scale=scale))
+        out = torch.cat(outs, dim=0)  # (B, H, Tq, d)
+        ctx.save_for_backward(q, k, v, out, hidden)
+        ctx.scale, ctx.key_lengths, ctx.layout = scale, key_lengths, layout
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):
+        q, k, v, out, hidden = ctx.saved_tensors
+        scale, layout = ctx.scale, ctx.layout
+        neg = torch.finfo(q.dtype).min
+        grads = [torch.zeros_like(t) if need else None for t, need in zip(layout.inputs, ctx.needs_input_grad[7:])]
+        d_out = d_out.contiguous()
+        d_q, d_k, d_v = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)  # padded keys: 0
+        delta = (d_out * out).sum(-1, keepdim=True)  # (B, H, Tq, 1) = rowsum(dP ⊙ P)
+        H, Tq = q.size(1), q.size(2)
+        rows_buffer = {}  # (block rows, n) -> zeros (H, rows, rows + n − 1), reused: see below
+        for b, n in enumerate(ctx.key_lengths):
+            kb, vb = k[b, :, :n], v[b, :, :n]  # (H, n, d)
+            kt, vt, kb_scaled = kb.transpose(-2, -1), vb.transpose(-2, -1), kb * scale
+            dkb, dvb = kb.new_zeros(kb.shape), vb.new_zeros(vb.shape)  # contiguous: baddbmm_ in one call
+            step = block_rows(H, n)
+            for s in range(0, Tq, step):
+                e = min(Tq, s + step)
+                qs, dos = q[b, :, s:e], d_out[b, :, s:e]  # (H, e − s, d)
+                scores = torch.matmul(qs, kt).mul_(scale).add_(layout.block(b, s, e, n)[0])  # (H, e − s, n)
+                if hidden is not None:
+                    scores.masked_fill_(hidden[s:e, :n], neg)
+                p = torch.softmax(scores, dim=-1)  # (H, e − s, n)
+                del scores
+                dvb.baddbmm_(p.transpose(-2, -1), dos)
+                # dS is written straight into the offset-rows layout of its gradient (the view
+                # ``offset_rows`` would copy it into), so the layout reads it there with no zero-fill
+                # and no copy per block; the zeros outside the view are never written
+                width = (e - s) + n - 1
+                rows = rows_buffer.get((e - s, n))
+                if rows is None:
+                    rows_buffer.clear()
+                    rows = rows_buffer[(e - s, n)] = q.new_zeros(H, e - s, width)
+                d_s = rows.as_strided((H, e - s, n), (rows.stride(0), width - 1, 1), e - s - 1)
+                torch.bmm(dos, vt, out=d_s)
+                d_s.sub_(delta[b, :, s:e]).mul_(p)  # (H, e − s, n)
+                torch.bmm(d_s, kb_scaled, out=d_q[b, :, s:e])
+                dkb.baddbmm_(d_s.transpose(-2, -1), qs, alpha=scale)
+                layout.add_block_grad(grads, b, s, e, n, d_s.unsqueeze(0), rows.unsqueeze(0))
+            d_k[b, :, :n], d_v[b, :, :n] = dkb, dvb
+        return (d_q, d_k, d_v, None, None, None, None, *grads)

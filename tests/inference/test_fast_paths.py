@@ -1,6 +1,8 @@
 """The speed paths (asr_pe/models/attention_fast_paths.py) compute the same function as the readable ones:
 
-* a learned bias through the fused kernel with a written-out backward (``SDPAWithBiasGrad``)
+* a learned bias through the blocked path (``SDPAWithBlockBias``; its own tests:
+  tests/models/test_block_bias.py) or, with that switched off, through the fused kernel with a
+  written-out backward (``SDPAWithBiasGrad``)
   and Transformer-XL as widened q/k (``RelativePE.fused_qk``) give the reference path's
   outputs *and gradients*; both switch on above ``FUSED_GRAD_MIN_KEYS`` keys, lowered here so
   that small inputs exercise them;
@@ -37,10 +39,16 @@ def run(enc, x, lengths, proj, reference):
     return out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.parametrize("blocked", [True, False], ids=["block_bias", "bias_grad_or_widened"])
 @pytest.mark.parametrize("kind", ["transformer", "conformer"])
 @pytest.mark.parametrize("pe", LEARNED + ["rem", "none", "rope"], ids=str)
-def test_fused_training_paths_equal_reference_with_gradients(pe, kind, monkeypatch):
+def test_fused_training_paths_equal_reference_with_gradients(pe, kind, blocked, monkeypatch):
+    """Both generations of the learned-bias fast path: ``SDPAWithBlockBias`` (the default; small
+    blocks here, so an utterance spans several) and, with it switched off, ``SDPAWithBiasGrad`` /
+    the widened q/k (still taken where no ``BlockBias`` is offered)."""
     monkeypatch.setattr(fast_paths, "FUSED_GRAD_MIN_KEYS", 0)
+    monkeypatch.setattr(fast_paths, "BLOCK_BIAS_MIN_KEYS", 0 if blocked else 10 ** 9)
+    monkeypatch.setattr(fast_paths, "BLOCK_BIAS_ELEMENTS", 1)  # 16-row blocks: 19 = 16 + 3
     torch.manual_seed(0)
     enc = build_encoder(kind, pe, d_model=D, n_heads=H, n_layers=2, ffn_dim=32, conv_kernel=5, dropout=0.0).eval()
     g = torch.Generator().manual_seed(1)
@@ -57,6 +65,7 @@ def test_fused_training_paths_equal_reference_with_gradients(pe, kind, monkeypat
 def test_the_paths_are_actually_taken(monkeypatch):
     """Guard against the tests above passing because everything fell back to the reference."""
     monkeypatch.setattr(fast_paths, "FUSED_GRAD_MIN_KEYS", 0)
+    monkeypatch.setattr(fast_paths, "BLOCK_BIAS_MIN_KEYS", 10 ** 9)  # the blocked path: test_block_bias.py
     calls = {"bias_grad": 0, "widened": 0, "key_lengths": None}
     orig_apply = fast_paths.SDPAWithBiasGrad.apply
     orig_widened = fast_paths.attend_widened
@@ -90,8 +99,10 @@ def test_bias_with_padding_is_attended_per_utterance(pe_name, causal, grad, monk
     """A bias and a padding mask on CPU: one SDPA call per utterance over its own keys, the
     padding never folded into the bias (shared: ALiBi, T5; per utterance: Shaw), with the
     outputs (every row, padded ones too) and gradients of the batched call with the padding
-    folded in (``bias_mode="sdpa"``)."""
+    folded in (``bias_mode="sdpa"``). (A learned bias takes the blocked path by default, tested
+    in tests/models/test_block_bias.py; switched off here to test this one.)"""
     monkeypatch.setattr(fast_paths, "FUSED_GRAD_MIN_KEYS", 0)
+    monkeypatch.setattr(fast_paths, "BLOCK_BIAS_MIN_KEYS", 10 ** 9)
     torch.manual_seed(0)
     pe = build_positional(pe_name, d_model=D, n_heads=H, n_layers=1, causal=causal).layer(0)
     mha = MultiHeadAttention(D, H)
@@ -138,12 +149,12 @@ def test_widened_relative_scores_equal_bias_form(causal):
         mha.use_reference = True
         ref, _ = mha(x, pad, pe=pe, causal=causal)
     mha.use_reference = False
-    orig = fast_paths.FUSED_GRAD_MIN_KEYS
-    fast_paths.FUSED_GRAD_MIN_KEYS = 0
+    orig = fast_paths.FUSED_GRAD_MIN_KEYS, fast_paths.BLOCK_BIAS_MIN_KEYS
+    fast_paths.FUSED_GRAD_MIN_KEYS, fast_paths.BLOCK_BIAS_MIN_KEYS = 0, 10 ** 9
     try:
         out, _ = mha(x, pad, pe=pe, causal=causal)  # grad enabled: the widened path
     finally:
-        fast_paths.FUSED_GRAD_MIN_KEYS = orig
+        fast_paths.FUSED_GRAD_MIN_KEYS, fast_paths.BLOCK_BIAS_MIN_KEYS = orig
     torch.testing.assert_close(out[0], ref[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out[1, :8], ref[1, :8], atol=1e-5, rtol=1e-5)
 

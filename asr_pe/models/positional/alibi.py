@@ -26,7 +26,7 @@ import math
 import torch
 from torch import nn
 
-from .base import AttentionPE, descending_offsets, register_attention_pe, toeplitz
+from .base import AttentionPE, ToeplitzBias, descending_offsets, register_attention_pe, toeplitz
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -67,10 +67,20 @@ class ALiBi(AttentionPE):
             rel = (q_pos[:, None] - k_pos[None, :]).to(torch.float32)  # (Tq, Tk) i − j
             dist = rel.clamp(min=0.0) if self.causal else rel.abs()
             return (-m[:, None, None] * dist[None]).to(q.dtype).unsqueeze(0)  # (1, H, Tq, Tk)
+        return toeplitz(self._per_offset(m, offsets, q.dtype), q_pos.numel(), k_pos.numel()).unsqueeze(0)  # (1, H, Tq, Tk)
+
+    def _per_offset(self, m, offsets, dtype):
         rel = offsets.to(torch.float32)
         dist = rel.clamp(min=0.0) if self.causal else rel.abs()
-        per_offset = (-m[:, None] * dist[None]).to(q.dtype)  # (H, Tq + Tk − 1)
-        return toeplitz(per_offset, q_pos.numel(), k_pos.numel()).unsqueeze(0)  # (1, H, Tq, Tk)
+        return (-m[:, None] * dist[None]).to(dtype)  # (H, Tq + Tk − 1)
+
+    def block_bias(self, q, q_pos, k_pos):
+        """Per offset (``ToeplitzBias``); used in training only when the scale is learned."""
+        offsets = descending_offsets(q_pos, k_pos)
+        if offsets is None:
+            return None
+        per_offset = self._per_offset(self.head_slopes().to(q.device), offsets, q.dtype)
+        return ToeplitzBias(per_offset, q_pos.numel(), k_pos.numel())
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, causal={self.causal}, learned_scale={self.scale is not None}"

@@ -59,6 +59,13 @@ class AttentionPE(nn.Module):
         (B, H, Tq, Tk). ``q`` is the untransformed query block."""
         return None
 
+    def block_bias(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> "BlockBias | None":
+        """Optional: ``logits_bias`` in compact form (``BlockBias``), for CPU training with a
+        learned bias (``MultiHeadAttention`` then attends in cache-sized blocks and never builds
+        the (B or 1, H, Tq, Tk) bias or its gradient). ``q`` is untransformed. None: not offered
+        (e.g. positions that are not ranges)."""
+        return None
+
     def fused_qk(
         self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -177,3 +184,87 @@ def toeplitz(table: torch.Tensor, n_queries: int, n_keys: int) -> torch.Tensor:
     windows = table.contiguous().unfold(-1, n_keys, 1)  # (..., Tq, Tk) view: window m = offsets of row Tq − 1 − m
     rows = torch.arange(n_queries - 1, -1, -1, device=table.device)
     return windows[..., rows, :]  # (..., Tq, Tk), contiguous
+
+
+def offset_rows(d: torch.Tensor, width: int) -> torch.Tensor:
+    """The transpose of ``relative.rel_shift``: d (..., Tq, Tk) -> (..., Tq, width = Tq + Tk − 1)
+    with d[..., a, b] at column Tq − 1 − a + b and zeros elsewhere, i.e. the gradient of a row
+    table of descending offsets from the gradient of its (Tq, Tk) layout. One strided copy (the
+    same view as ``rel_shift``), no index tensor and no scatter."""
+    *lead, Tq, Tk = d.shape
+    assert width == Tq + Tk - 1, f"offset_rows: {width} columns for {Tq}x{Tk}"
+    rows = d.new_zeros(*lead, Tq, width)
+    strides = list(rows.stride()[:-2]) + [width - 1, 1]
+    rows.as_strided(d.shape, strides, Tq - 1).copy_(d)  # (..., Tq, Tk) view of the rows
+    return rows  # (..., Tq, width)
+
+
+class BlockBias:
+    """A PE's ``logits_bias`` in a compact form, for CPU training with a learned bias
+    (``attention_fast_paths.SDPAWithBlockBias``): it lays out the bias of any block of query
+    rows [s, e) against the first n keys of utterance b, and takes back that block's score
+    gradient into the gradients of its compact tensors. So the (B or 1, H, Tq, Tk) bias and its
+    gradient are never materialised, and a bias made of offsets (T5's table, Shaw's q·a rows,
+    Transformer-XL's (q + v)·p) gets its gradient per offset from each cache-sized block
+    instead of through a scatter or a strided-view backward over the whole matrix.
+
+    ``inputs``: the compact tensors (the blocked path's autograd inputs). ``block`` returns
+    (1, H, e − s, n) from their values (no graph); ``add_block_grad`` adds a block's d_s
+    (1, H, e − s, n) into ``grads`` (aligned with ``inputs``, None where no gradient is needed)."""
+
+    inputs: tuple[torch.Tensor, ...] = ()
+
+    def block(self, b: int, s: int, e: int, n: int) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def add_block_grad(self, grads: list, b: int, s: int, e: int, n: int, d_s: torch.Tensor,
+                       rows: torch.Tensor | None = None) -> None:  # pragma: no cover
+        """``rows``: ``offset_rows(d_s, (e − s) + n − 1)`` when the caller has it already."""
+        raise NotImplementedError
+
+    def full(self, b: int, n: int, rows: int) -> torch.Tensor:
+        """Utterance b's bias against its first n keys, (1, H, Tq, n), built ``rows`` query rows
+        at a time (a layout that computes its rows, e.g. by a product, then does only the
+        Tq·(rows + n) work those blocks need)."""
+        Tq = self.n_queries
+        first = self.block(b, 0, min(rows, Tq), n)
+        if rows >= Tq:
+            return first
+        out = first.new_empty(*first.shape[:2], Tq, n)  # (1, H, Tq, n)
+        out[:, :, :rows] = first
+        for s in range(rows, Tq, rows):
+            e = min(Tq, s + rows)
+            out[:, :, s:e] = self.block(b, s, e, n)
+        return out
+
+
+class ToeplitzBias(BlockBias):
+    """A bias of the offset i − j only, shared by the batch: per_offset (H, Tq + Tk − 1) over
+    ``descending_offsets`` (T5, ALiBi with a learned scale). The (1, H, Tq, Tk) layout is built
+    once (``toeplitz``) and blocks are views of it; a block's gradient is summed per offset
+    (its diagonals, ``offset_rows``) into the (H, Tq + Tk − 1) gradient."""
+
+    def __init__(self, per_offset: torch.Tensor, n_queries: int, n_keys: int):
+        assert per_offset.size(-1) == n_queries + n_keys - 1, "ToeplitzBias: one value per offset"
+        self.inputs = (per_offset,)
+        self.n_queries, self.n_keys = n_queries, n_keys
+        self._laid_out: torch.Tensor | None = None
+
+    def laid_out(self) -> torch.Tensor:
+        if self._laid_out is None:
+            self._laid_out = toeplitz(self.inputs[0].detach(), self.n_queries, self.n_keys).unsqueeze(0)  # (1, H, Tq, Tk)
+        return self._laid_out
+
+    def block(self, b, s, e, n):
+        return self.laid_out()[:, :, s:e, :n]  # (1, H, e − s, n) view
+
+    def full(self, b, n, rows):
+        return self.laid_out()[..., :n]
+
+    def add_block_grad(self, grads, b, s, e, n, d_s, rows=None):
+        if grads[0] is None:
+            return
+        width = (e - s) + n - 1
+        c0 = self.n_queries - e  # column of offset q_pos[e − 1] − k_pos[0] in the whole table
+        rows = offset_rows(d_s, width) if rows is None else rows  # (1, H, e − s, width)
+        grads[0][:, c0:c0 + width] += rows[0].sum(1)  # (H, width): the diagonals of d_s

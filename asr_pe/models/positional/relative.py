@@ -30,7 +30,7 @@ import weakref
 import torch
 from torch import nn
 
-from .base import AttentionPE, register_attention_pe
+from .base import AttentionPE, BlockBias, offset_rows, register_attention_pe
 from .position_maps import build_position_map
 from .sinusoidal import sinusoid
 
@@ -137,6 +137,18 @@ class RelativePE(AttentionPE):
         B, H = bd.shape[:2]
         return torch.gather(bd, -1, inverse.expand(B, H, Tq, Tk))  # (B, H, Tq, Tk)
 
+    def block_bias(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> "RelativeBlockBias | None":
+        """(q + v)/√d and the position table p over the Tq + Tk − 1 offsets (``RelativeBlockBias``):
+        each block of rows multiplies only the offsets it needs, (e − s) + n − 1 of them, so
+        the q·R product costs about Tq·(Tk + rows) instead of Tq·(Tq + Tk − 1), and no
+        (B, H, Tq, ·) score tensor is stored. None with drawn positions or non-range positions."""
+        if self.drawn_positions is not None or (q_pos.device.type == "cpu" and not (is_range(q_pos) and is_range(k_pos))):
+            return None
+        Tq, Tk = q_pos.numel(), k_pos.numel()
+        qv = (q + self.pos_bias_v.to(q.dtype)[None, :, None, :]) * (1.0 / math.sqrt(self.d_head))  # (B, H, Tq, d)
+        offsets = (q_pos[-1] - k_pos[0]) - torch.arange(Tq + Tk - 1, device=q.device)  # descending i − j
+        return RelativeBlockBias(qv, self.position_table(offsets, q.dtype))  # p: (H, Tq + Tk − 1, d)
+
     def _block_table(self, q_pos: torch.Tensor, k_pos: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
         """Rows of p for a query block inside the key range, sliced from one table over every
         offset of the keys (i − j for i, j in the key range: 2Tk − 1 rows), computed once per
@@ -197,3 +209,31 @@ class RelativePE(AttentionPE):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}"
+
+
+class RelativeBlockBias(BlockBias):
+    """Transformer-XL's position term for the blocked training path: qv (B, H, Tq, d) = (q + v)/√d,
+    p (H, Tq + Tk − 1, d) over descending offsets. Block [s, e) × n keys: rel_shift(qv_s:e · p_cᵀ)
+    with p_c the (e − s) + n − 1 rows it needs; its gradient d_rows = ``offset_rows``(d_s) gives
+    d_qv = d_rows · p_c and d_p_c = d_rowsᵀ · qv_s:e (summed over the batch)."""
+
+    def __init__(self, qv: torch.Tensor, p: torch.Tensor):
+        self.inputs = (qv, p)
+        self.n_queries = qv.size(-2)
+        self._qv, self._p = qv.detach(), p.detach()
+
+    def _rows(self, s: int, e: int, n: int) -> tuple[int, int]:
+        return self.n_queries - e, (e - s) + n - 1  # first column (offset q_pos[e − 1] − k_pos[0]), width
+
+    def block(self, b, s, e, n):
+        c0, width = self._rows(s, e, n)
+        rows = torch.matmul(self._qv[b:b + 1, :, s:e], self._p[:, c0:c0 + width].transpose(-2, -1))  # (1, H, e − s, width)
+        return rel_shift(rows, n)  # (1, H, e − s, n)
+
+    def add_block_grad(self, grads, b, s, e, n, d_s, rows=None):
+        c0, width = self._rows(s, e, n)
+        d_rows = offset_rows(d_s, width) if rows is None else rows  # (1, H, e − s, width)
+        if grads[0] is not None:
+            grads[0][b:b + 1, :, s:e] += torch.matmul(d_rows, self._p[:, c0:c0 + width])  # (1, H, e − s, d)
+        if grads[1] is not None:
+            grads[1][:, c0:c0 + width] += torch.matmul(d_rows[0].transpose(-2, -1), self._qv[b, :, s:e])  # (H, width, d)

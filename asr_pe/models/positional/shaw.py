@@ -33,7 +33,7 @@ import math
 import torch
 from torch import nn
 
-from .base import AttentionPE, descending_offsets, register_attention_pe
+from .base import AttentionPE, BlockBias, descending_offsets, offset_rows, register_attention_pe
 from .relative import rel_shift
 
 BEYOND = ("clip", "zero")
@@ -110,6 +110,24 @@ class ShawPE(AttentionPE):
         idx = self._buckets(q_pos, k_pos)  # (Tq, Tk)
         return torch.gather(r, -1, idx.expand(B, H, Tq, idx.size(1)))  # (B, H, Tq, Tk)
 
+    def block_bias(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> "ShawBlockBias | None":
+        """The (B, H, Tq, 2k+1) products r = q·a^K/√d (``ShawBlockBias``): each block's bias is
+        laid out by rows from r, and its gradient summed back per table column, so neither the
+        (B, H, Tq, Tk) bias nor the gather's scatter-add over it exists."""
+        if descending_offsets(q_pos, k_pos) is None:
+            return None
+        r = torch.matmul(q * (1.0 / math.sqrt(q.size(-1))), self.key_table.to(q.dtype).t())  # (B, H, Tq, 2k+1)
+        return ShawBlockBias(self, r, q_pos, k_pos)
+
+    def _row_spans(self, top: int, width: int) -> tuple[int, int, int, int]:
+        """For rows of ``width`` descending offsets whose first column is j − i = −top: how many
+        columns repeat the left edge, the window's table columns [lo, hi] (hi < lo: none) and how
+        many repeat the right edge."""
+        k = self.max_distance
+        lo, hi = -top, width - 1 - top  # j − i at the first and last column
+        n_left, n_right = min(width, max(0, -k - lo)), min(width, max(0, hi - k))
+        return n_left, max(lo, -k) + k, min(hi, k) + k, n_right
+
     def _bias_for_ranges(self, r: torch.Tensor, top: int, n_keys: int) -> torch.Tensor:
         """Bias for a query range against a key range without a (Tq, Tk) index tensor.
 
@@ -118,18 +136,15 @@ class ShawPE(AttentionPE):
         −k, the window, the other edge repeated above k (zeros for ``beyond="zero"``). That
         row layout is built once per row from r (a copy of width Tq + Tk − 1, whose gradient
         is a sum over the repeats, not a scatter) and ``rel_shift`` views it as (Tq, Tk)."""
-        k = self.max_distance
         Tq = r.size(-2)
         W = Tq + n_keys - 1
-        lo, hi = -top, W - 1 - top  # j − i at the first and last column
-        n_left, n_right = min(W, max(0, -k - lo)), min(W, max(0, hi - k))
-        m_lo, m_hi = max(lo, -k), min(hi, k)
+        n_left, c_lo, c_hi, n_right = self._row_spans(top, W)
         edge_l, edge_r = (r[..., :1], r[..., -1:]) if self.beyond == "clip" else (r[..., :1] * 0, r[..., :1] * 0)
         parts = []
         if n_left:
             parts.append(edge_l.expand(*r.shape[:-1], n_left))
-        if m_hi >= m_lo:
-            parts.append(r[..., m_lo + k: m_hi + k + 1])
+        if c_hi >= c_lo:
+            parts.append(r[..., c_lo: c_hi + 1])
         if n_right:
             parts.append(edge_r.expand(*r.shape[:-1], n_right))
         rows = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0].contiguous()  # (B, H, Tq, W)
@@ -156,3 +171,34 @@ class ShawPE(AttentionPE):
 
     def extra_repr(self) -> str:
         return f"max_distance={self.max_distance}, beyond={self.beyond!r}, value_term={self.use_value_term}"
+
+
+class ShawBlockBias(BlockBias):
+    """Shaw's key bias for the blocked training path: r (B, H, Tq, 2k+1) = q·a^K/√d, a block laid
+    out by rows (``ShawPE._bias_for_ranges``), its gradient gathered back per table column:
+    the window's columns from the rows' window, each edge column plus the sum over its repeats."""
+
+    def __init__(self, pe: ShawPE, r: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
+        self.pe, self.inputs = pe, (r,)
+        self.n_queries = r.size(-2)
+        self.q_pos, self.k0 = q_pos.tolist(), int(k_pos[0])
+        self._r = r.detach()
+
+    def block(self, b, s, e, n):
+        top = self.q_pos[e - 1] - self.k0  # offset of the block's last row against the first key
+        return self.pe._bias_for_ranges(self._r[b:b + 1, :, s:e], top, n)  # (1, H, e − s, n)
+
+    def add_block_grad(self, grads, b, s, e, n, d_s, rows=None):
+        if grads[0] is None:
+            return
+        width = (e - s) + n - 1
+        rows = offset_rows(d_s, width) if rows is None else rows  # (1, H, e − s, width): the row layout's gradient
+        n_left, c_lo, c_hi, n_right = self.pe._row_spans(self.q_pos[e - 1] - self.k0, width)
+        g = grads[0][b:b + 1, :, s:e]  # (1, H, e − s, 2k+1) view
+        if c_hi >= c_lo:
+            g[..., c_lo:c_hi + 1] += rows[..., n_left:n_left + c_hi - c_lo + 1]
+        if self.pe.beyond == "clip":
+            if n_left:
+                g[..., 0] += rows[..., :n_left].sum(-1)
+            if n_right:
+                g[..., -1] += rows[..., width - n_right:].sum(-1)

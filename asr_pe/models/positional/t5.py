@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import AttentionPE, descending_offsets, register_attention_pe, toeplitz
+from .base import AttentionPE, ToeplitzBias, descending_offsets, register_attention_pe, toeplitz
 
 
 def t5_bucket(
@@ -94,15 +94,29 @@ class T5RelativeBias(AttentionPE):
         rel = k_pos[None, :] - q_pos[:, None]  # (Tq, Tk) j − i
         return t5_bucket(rel, causal=self.causal, num_buckets=self.num_buckets, max_distance=self.max_distance)
 
+    def _per_offset(self, q, q_pos, k_pos):
+        """(H, Tq + Tk − 1) bias per ``descending_offsets`` entry, or None for positions that are
+        not ranges."""
+        offsets = descending_offsets(q_pos, k_pos)  # (Tq + Tk − 1,) i − j, or None
+        if offsets is None:
+            return None
+        b = t5_bucket(-offsets, causal=self.causal, num_buckets=self.num_buckets, max_distance=self.max_distance)
+        return self.table[b].t().to(q.dtype)  # (H, Tq + Tk − 1)
+
     def logits_bias(self, q, q_pos, k_pos):
         q_pos, k_pos = q_pos.to(self.table.device), k_pos.to(self.table.device)
-        offsets = descending_offsets(q_pos, k_pos)  # (Tq + Tk − 1,) i − j, or None
-        if offsets is None:  # arbitrary positions: bucket every entry
+        per_offset = self._per_offset(q, q_pos, k_pos)
+        if per_offset is None:  # arbitrary positions: bucket every entry
             bias = self.table[self.buckets(q_pos, k_pos)]  # (Tq, Tk, H)
             return bias.permute(2, 0, 1).unsqueeze(0).to(q.dtype)  # (1, H, Tq, Tk)
-        b = t5_bucket(-offsets, causal=self.causal, num_buckets=self.num_buckets, max_distance=self.max_distance)
-        per_offset = self.table[b].t().to(q.dtype)  # (H, Tq + Tk − 1)
         return toeplitz(per_offset, q_pos.numel(), k_pos.numel()).unsqueeze(0)  # (1, H, Tq, Tk)
+
+    def block_bias(self, q, q_pos, k_pos):
+        """The table's value per offset (``ToeplitzBias``): its gradient is summed per offset
+        block by block, then per bucket by the lookup's backward (2T − 1 entries)."""
+        q_pos, k_pos = q_pos.to(self.table.device), k_pos.to(self.table.device)
+        per_offset = self._per_offset(q, q_pos, k_pos)
+        return None if per_offset is None else ToeplitzBias(per_offset, q_pos.numel(), k_pos.numel())
 
     def extra_repr(self) -> str:
         return (
