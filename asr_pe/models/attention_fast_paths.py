@@ -9,9 +9,10 @@ the reference's outputs and gradients):
   learned scale), given by the PE in compact form (``AttentionPE.block_bias``: per-offset values,
   Shaw's q·a rows, Transformer-XL's (q + v) and position table). Forward: SDPA's fused kernel per
   utterance; backward written out per block of ~64 query rows, so every T×T-shaped temporary is
-  a cache-sized block and the bias gradient is summed per offset from each block. No (B or 1, H,
-  T, T) bias, mask or gradient tensor is built, and nothing T×T is stored for the backward
-  (issue 47; measured in docs/benchmarks.md, "The bias PEs in blocks"). The two paths below remain for
+  a cache-sized block and the bias gradient is summed per offset from each block. No (B, H, T, T)
+  bias, mask or gradient is built: the forward lays out one utterance's (1, H, T, n) bias at a
+  time (T5 / ALiBi: one shared (1, H, T, T) layout, kept for the backward), the backward only
+  blocks (issue 47; measured in docs/benchmarks.md, "The bias PEs in blocks"). The two paths below remain for
   what it does not take (attention dropout, positions that are not ranges, drawn positions,
   padding that is not a suffix).
 
@@ -375,7 +376,8 @@ class SDPAWithBlockBias(torch.autograd.Function):
     recomputed, dV += Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − rowsum(dO ⊙ O)), dQ = dS·K·scale,
     dK += dSᵀ·Q·scale, and the block's dS handed to the layout, which adds it into the gradients
     of its compact tensors (T5's per-offset values, Shaw's q·a rows, Transformer-XL's (q + v) and
-    p). Nothing (B or 1, H, Tq, Tk) is stored between forward and backward; padded keys get zero
+    p). Nothing (B, H, Tq, Tk) is built or stored (a shared (1, H, Tq, Tk) layout of T5 / ALiBi
+    is kept by the layout between forward and backward); padded keys get zero
     gradients, every query row (padded ones too) sees its utterance's keys, as in the batched
     call. ``hidden`` (Tq, Tk) True = hidden key (causal) or None. No dropout."""
 
