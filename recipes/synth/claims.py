@@ -934,6 +934,24 @@ LADDER_NOTE_CLAIMS = [
                      *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("none") + l4("none"), GAP, 160))]),
     Fact("ladder seed 4: none reproduced", "`none` seed 4, retrained, reproduces the archived run",
          lambda d: _l4_reproduced("none")),
+    Claim("ladder seed 4: sinusoidal",
+          "exactly too (best step {}); dev: plain {}, **window:2.5 {}**, window:5 {}; test {} against {} %. It grows at "
+          "every doubling again, {}, {}, {}, {}, {}, {}× from 5 to 160 s (gaps, seed 4 alone); over seeds 2-4, {}× [{}, {}] "
+          "at 160 s (window:2.5 {}×), +{} [+{}, +{}] above `none`",
+          lambda d: [_l4_row("sinusoidal")["test_best_step"][1],
+                     *(l4dev(d, "sinusoidal", c) for c in ("plain", "window:2.5", "window:5")),
+                     l4test(d, "sinusoidal", "_window2p5"), l4test(d, "sinusoidal"),
+                     *(d.ladder(l4("sinusoidal"), GAP, r).ratio for r in RUNGS),
+                     *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160)),
+                     d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160, "_window2p5").ratio,
+                     *d.ladder_difference(lruns("sinusoidal") + l4("sinusoidal"), lruns("none") + l4("none"), GAP, 160)]),
+    Fact("ladder seed 4: sinusoidal reproduced, grows at every doubling, above none",
+         "Sinusoidal seed 4, retrained, reproduces its archived run exactly too",
+         lambda d: _l4_reproduced("sinusoidal")
+         + [f"{a}->{b}" for a, b in zip(RUNGS, RUNGS[1:])
+            if d.ladder(l4("sinusoidal"), GAP, b).ratio <= d.ladder(l4("sinusoidal"), GAP, a).ratio]
+         + supports("degrades more", d.ladder_difference(lruns("sinusoidal") + l4("sinusoidal"),
+                                                         lruns("none") + l4("none"), GAP, 160))),
     Claim("ladder: RoPE answer",
           "RoPE's in-context ratio grows steadily with length, {}× at 5 s, {}× at 10 s, {}× at 20 s, {}× at 40 s, {}× "
           "at 80 s and {}× [{}, {}] at 160 s",
