@@ -29,8 +29,9 @@ def public_corpora(tiny_synth_root, tmp_path_factory):
     split = {s: read_manifest(next(Path(tiny_synth_root).glob(f"synth/*/{s}.jsonl"))) for s in ("train", "dev", "test")}
     for name, src in {"train-clean-100": "train", "dev-clean": "dev", "test-clean": "test"}.items():
         write_manifest(root / "ls" / f"{name}.jsonl", split[src])
-    for name in ("train", "dev", "test"):
-        write_manifest(root / "tl" / f"{name}.jsonl", split[name])
+    # the TED-LIUM smoke experiment trains on dev_fit and validates on dev_heldout (recipes' stage 4 split)
+    for name, src in {"train": "train", "dev": "dev", "test": "test", "dev_fit": "train", "dev_heldout": "dev"}.items():
+        write_manifest(root / "tl" / f"{name}.jsonl", split[src])
     return {
         "librispeech": [f"data.corpus.manifest_dir={root / 'ls'}", "data.corpus.train=[train-clean-100]",
                         "data.corpus.dev=[dev-clean]", "data.corpus.test=[test-clean]"],
