@@ -34,8 +34,6 @@ def _write_out(study: Path, run: str, dest: Path) -> Path:
 
 def test_a_ladder_run_staged_and_archived_gives_the_archived_rows(tmp_path):
     run = _write_out(STUDY / "ladder", "rope_ctc_s3", tmp_path / "runs")
-    (run / "eval" / "test").mkdir(parents=True)              # the training's own decodings: not archived here
-    (run / "eval" / "test" / "buckets.csv").write_text("bucket\n")
     (run / "eval" / "ladder").mkdir()
     shutil.copy(STUDY / "ladder" / "reports" / "rope_ctc_s3.md", run / "eval" / "ladder" / "report.md")
     choice = json.loads((STUDY / "ladder" / "reports" / "rope_ctc_s3.choice.json").read_text())
@@ -62,3 +60,17 @@ def test_the_reproduction_check_tells_an_identical_rerun_from_a_different_one(tm
     per_utt.write_text("".join(json.dumps(r) + "\n" for r in rows))
     other = backlog.reproduce(run, STUDY / "seeds")
     assert not other["reproduced"] and other["test"]["differing"] == 1
+
+
+def test_the_staged_run_keeps_its_own_test_decodings_and_drops_the_dev_pool_s_utterances(tmp_path):
+    """A retrain that does not reproduce the archived run is another model: its test and long-form
+    decodings go into the archive with it; the dev pool's sets keep their bucket tables only."""
+    run = _write_out(STUDY / "seeds", "rope_ctc_s4", tmp_path / "runs")
+    dev = run / "eval" / "ladder_dev_nogap_5"
+    dev.mkdir(parents=True)
+    for name in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl"):
+        (dev / name).write_text((run / "eval" / "test" / name).read_text())
+    staged = backlog.stage(run, tmp_path / "archive")
+    kept = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file())
+    assert "eval/test/per_utt.jsonl" in kept and "eval/longform/per_utt.jsonl" in kept
+    assert "eval/ladder_dev_nogap_5/buckets.csv" in kept and "eval/ladder_dev_nogap_5/per_utt.jsonl" not in kept

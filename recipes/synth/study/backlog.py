@@ -95,23 +95,25 @@ def reproduce(run: Path, study: Path) -> dict:
 
 
 def stage(run: Path, out: Path) -> Path:
-    """``out/<run>/``: run_info.json, config.yaml and the ladder sets' results (eval/ladder_*),
-    the dev pool's sets and every set not decoded on test without their per-utterance scores (as
-    ladder/README.md archives them); the report (eval/ladder/) is archived by `reports`."""
+    """``out/<run>/``: run_info.json, config.yaml, the ladder sets' results (eval/ladder_*; the dev
+    pool's sets without their per-utterance scores, as ladder/README.md archives them) and the
+    retrained model's own test and long-form decodings (eval/test, eval/longform: a retrain that
+    does not reproduce the archived run is another model, whose results must be on record too);
+    the report (eval/ladder/) is archived by `reports`."""
     dest = out / run.name
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     for name in ("run_info.json", "config.yaml"):
         shutil.copy2(run / name, dest / name)
-    for d in sorted((run / "eval").glob("ladder_*")):
+    for d in sorted([*(run / "eval").glob("ladder_*"), run / "eval" / "test", run / "eval" / "longform"]):
         if not d.is_dir():
             continue
         (dest / "eval" / d.name).mkdir(parents=True)
         for f in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl"):
             if not (d / f).is_file():
                 continue
-            if f == "per_utt.jsonl" and not d.name.startswith("ladder_test_"):
+            if f == "per_utt.jsonl" and d.name.startswith("ladder_dev_"):
                 continue
             shutil.copy2(d / f, dest / "eval" / d.name / f)
     return dest

@@ -21,8 +21,8 @@
 #      result is a line of <dest>/retrained.jsonl ("reproduced": true when every hypothesis matches);
 #   3. scripts/evaluate_ladder.py with the candidates above (choice on the dev pool, test once);
 #   4. archive: python -m asr_pe.results_table add <dest> <run view> --remedy-utts (the ladder sets,
-#      per-utterance scores for the test pool only, as study/ladder/ keeps them), the report and the
-#      choice as <dest>/reports/<run>.{md,choice.json};
+#      per-utterance scores for the test pool only, as study/ladder/ keeps them, and the run's own
+#      test and long-form decodings), the report and the choice as <dest>/reports/<run>.{md,choice.json};
 #   5. copy those files into --commit_repo (default: this checkout) and commit only them there.
 # The new runs go to their own folders (seed4/, more_pes/) so that the committed tables of
 # study/ladder/ (seeds 2, 3), which RESULTS.md and the READMEs quote, stay what they quote until a
