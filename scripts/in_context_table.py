@@ -74,13 +74,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(text, end="")
     if args.out:
-        command = "python scripts/in_context_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        definition = ("CER counts characters including the single spaces between words, pooled over recordings\n"
-                      "(Σ character edits / Σ reference characters)." if args.metric == "cer" else
-                      "WER is pooled over recordings (Σ word edits / Σ reference words).")
-        atomic_write_text(args.out, HEADER.format(command=command, parts=args.parts or "the manifests' parts",
-                                                  definition=definition) + text)
+        atomic_write_text(args.out, HEADER.format(command=_command(argv), parts=args.parts or "the manifests' parts",
+                                                  definition=_definition(args.metric)) + text)
     return 0
+
+
+def _command(argv) -> str:
+    return "python scripts/in_context_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
+def _definition(metric: str) -> str:
+    return ("CER counts characters including the single spaces between words, pooled over recordings\n"
+            "(Σ character edits / Σ reference characters)." if metric == "cer" else
+            "WER is pooled over recordings (Σ word edits / Σ reference words).")
 
 
 PAIRS_HEADER = """# In-context ratio per long-form set and PE ({metric})
@@ -115,11 +121,8 @@ def _pairs(args, argv) -> int:
         import io
         from pathlib import Path
 
-        command = "python scripts/in_context_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        definition = ("WER: Σ word edits / Σ reference words, pooled over recordings." if args.metric == "wer" else
-                      "CER counts characters including the single spaces between words, pooled over recordings.")
-        atomic_write_text(args.out, PAIRS_HEADER.format(metric=args.metric.upper(), command=command,
-                                                        definition=definition) + text)
+        atomic_write_text(args.out, PAIRS_HEADER.format(metric=args.metric.upper(), command=_command(argv),
+                                                        definition=_definition(args.metric)) + text)
         buf = io.StringIO()
         writer = csv.DictWriter(buf, OVERVIEW_KEYS, lineterminator="\n")
         writer.writeheader()
