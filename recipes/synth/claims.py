@@ -945,6 +945,24 @@ LADDER_NOTE_CLAIMS = [
                      *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160)),
                      d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160, "_window2p5").ratio,
                      *d.ladder_difference(lruns("sinusoidal") + l4("sinusoidal"), lruns("none") + l4("none"), GAP, 160)]),
+    Claim("ladder seed 4: RoPE",
+          "does **not** reproduce its archived run: {} of the {} test hypotheses differ",
+          lambda d: [_l4_row("rope")["test"]["differing"], _l4_row("rope")["test"]["utterances"]]),
+    Claim("ladder seed 4: RoPE, another sample",
+          "test CER {} % at 2-4 s and {} % at 160 s (archived seed 4: {}, {} %), {}× [{}, {}] in context on the long-form "
+          "set (archived: {}×); its own decodings are archived beside its ladder sets. Dev: plain {}, **window:2.5 {}**; "
+          "test {} against {} %. On the ladder {}, {}, {}, {}, {}, {}× from 5 to 160 s (gaps), {}-{}× with the window; over "
+          "seeds 2-4, {}× [{}, {}] at 160 s",
+          lambda d: [d.value(l4("rope"), "test", "2-4"), d.value(l4("rope"), "longform", LONG),
+                     cer(d, "rope", "2-4", "test", "seeds", (4,)), long_(d, "rope", folder="seeds", seeds=(4,)),
+                     *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.in_context(l4("rope")).pooled),
+                     in_ctx(d, "rope", "seeds", (4,)).ratio, l4dev(d, "rope"), l4dev(d, "rope", "window:2.5"),
+                     l4test(d, "rope", "_window2p5"), l4test(d, "rope"),
+                     *(d.ladder(l4("rope"), GAP, r).ratio for r in RUNGS),
+                     *_minmax(d.ladder(l4("rope"), v, r, "_window2p5").ratio for v in (GAP, NOGAP) for r in RUNGS),
+                     *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("rope") + l4("rope"), GAP, 160))]),
+    Fact("ladder seed 4: RoPE not reproduced", "RoPE seed 4, retrained, does **not** reproduce its archived run",
+         lambda d: [] if _l4_reproduced("rope") else ["rope_ctc_s4 is reproduced: the README says it is not"]),
     Fact("ladder seed 4: sinusoidal reproduced, grows at every doubling, above none",
          "Sinusoidal seed 4, retrained, reproduces its archived run exactly too",
          lambda d: _l4_reproduced("sinusoidal")
