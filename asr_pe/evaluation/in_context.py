@@ -22,7 +22,8 @@ so both rates of a recording share the denominator chars_r, and the pooled ratio
 CI (`paired_ratio_ci`): a percentile bootstrap over recordings, each draw resampling recordings
 with replacement and keeping each recording's (whole, alone) pair together (paired).
 
-Two-level CI (`two_level_ratio_ci`), for several training seeds scored on the same recordings:
+Crossed CI (`two_level_ratio_ci`: recordings crossed with seeds, not nested), for several training
+seeds scored on the same recordings:
 num, den are (S, R) arrays (seed s, recording r) and the statistic is Σ_s Σ_r num / Σ_s Σ_r den
 (the ratio of the seed-mean rates when the denominators are characters, or of seed-mean errors).
 Each draw b
@@ -35,7 +36,7 @@ Each draw b
 Its properties, which tests/evaluation/test_in_context.py checks: with one seed it is the
 one-level CI exactly (the recording draws come first from the same generator); seeds that are
 identical add no width (step 2 then changes nothing); a spread between seeds widens it. The
-same function gives the two-level CI of a pooled error rate (num = errors, den = reference
+same function gives the crossed CI of a pooled error rate (num = errors, den = reference
 characters per utterance).
 
 `in_context` takes the per-utterance records that `evaluate.py` writes (``per_utt.jsonl``:
@@ -252,7 +253,8 @@ def paired_ratio_ci(num, den, *, n_boot: int = 1000, seed: int = 0, ci: float = 
 def pooled_in_context(results: Sequence[InContextResult], *, n_boot: int = 1000, seed: int = 0,
                       ci: float = 0.95) -> InContextResult:
     """Several seeds of one system on the same recordings: pooled rates (seed means), the ratio
-    Σ_s Σ_r whole / Σ_s Σ_r alone and its two-level CI (seeds, then recordings). The rows are
+    Σ_s Σ_r whole / Σ_s Σ_r alone and its crossed CI (one draw of recordings for every seed, and a draw
+    of seeds; with two seeds it covers the recordings for two fixed models). The rows are
     the seeds' rows summed per recording. An error when the seeds' recordings differ."""
     if not results:
         raise ValueError("no results to pool")

@@ -5,7 +5,7 @@ per join variant (``gap500ms``, ``nogap``) and rung (5 ... 160 s), a set of reco
 those same utterances. `run_ladder` reads a run's ``eval/<set><suffix>/per_utt.jsonl`` of every
 set of a pool and gives, per (variant, rung), the in-context ratio
 (`asr_pe.evaluation.in_context.in_context`: the recordings decoded whole over the same utterances
-decoded alone) with its CI over recordings; `pool_runs` pools seeds (two-level CI);
+decoded alone) with its CI over recordings; `pool_runs` pools seeds (crossed CI: recordings x seeds);
 `dose_response_table` prints one pool's curve; `choose_on_dev` picks an inference setting on the
 dev pool, so that the test pool is decoded once with the setting chosen (choices on dev, numbers
 on test).
@@ -54,7 +54,7 @@ def run_ladder(run_dir: str | Path, index: Mapping[str, Any], pool: str, *, suff
 
 def pool_runs(per_run: Sequence[Mapping[Key, InContextResult]], *, n_boot: int = 1000,
               seed: int = 0) -> dict[Key, InContextResult]:
-    """Seeds of one system pooled per (variant, rung): `pooled_in_context` (two-level CI)."""
+    """Seeds of one system pooled per (variant, rung): `pooled_in_context` (crossed CI: recordings x seeds)."""
     keys = sorted(set.intersection(*(set(r) for r in per_run))) if per_run else []
     return {key: pooled_in_context([r[key] for r in per_run], n_boot=n_boot, seed=seed) for key in keys}
 
