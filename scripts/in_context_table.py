@@ -64,19 +64,25 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.pair:
         return _pairs(args, argv)
-    try:
-        text = in_context_table(args.paths, long_set=args.long or "longform", alone_set=args.alone or "test",
-                                parts_path=args.parts,
-                                ref_bucket=None if args.ref == "none" else (args.ref or "2-4"), metric=args.metric,
-                                n_boot=args.n_boot)
-    except (RunDirError, FileNotFoundError, InContextError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    text = _or_error(lambda: in_context_table(
+        args.paths, long_set=args.long or "longform", alone_set=args.alone or "test", parts_path=args.parts,
+        ref_bucket=None if args.ref == "none" else (args.ref or "2-4"), metric=args.metric, n_boot=args.n_boot))
+    if text is None:
         return 2
     print(text, end="")
     if args.out:
         atomic_write_text(args.out, HEADER.format(command=_command(argv), parts=args.parts or "the manifests' parts",
                                                   definition=_definition(args.metric)) + text)
     return 0
+
+
+def _or_error(make):
+    """``make()``, or None after one ``error:`` line for input that cannot make a table."""
+    try:
+        return make()
+    except (RunDirError, FileNotFoundError, InContextError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
 
 
 def _command(argv) -> str:
@@ -109,12 +115,11 @@ def _pairs(args, argv) -> int:
     if given:
         print(f"error: --pair names the sets itself; leave out --{', --'.join(given)}", file=sys.stderr)
         return 2
-    try:
-        text, rows = in_context_overview(args.paths, [tuple(p) for p in args.pair], metric=args.metric,
-                                         n_boot=args.n_boot)
-    except (RunDirError, FileNotFoundError, InContextError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    made = _or_error(lambda: in_context_overview(args.paths, [tuple(p) for p in args.pair], metric=args.metric,
+                                                 n_boot=args.n_boot))
+    if made is None:
         return 2
+    text, rows = made
     print(text, end="")
     if args.out:
         import csv
