@@ -1,4 +1,5 @@
-"""The ASR model: front end → encoder → CTC head (and, for seq2seq/hybrid, an attention decoder)."""
+"""The ASR model: front end → encoder → CTC head (and, for seq2seq/hybrid, an attention decoder;
+for transducer/hybrid_transducer, a transducer head: prediction network + joiner)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from .frontend import build_frontend
 
 class ASRModel(nn.Module):
     def __init__(self, frontend: nn.Module, encoder: Encoder, vocab_size: int,
-                 decoder: nn.Module | None = None, ctc_head: bool = True):
+                 decoder: nn.Module | None = None, ctc_head: bool = True, transducer: nn.Module | None = None):
         super().__init__()
         self.frontend = frontend
         self.encoder = encoder
         self.ctc_head = nn.Linear(encoder.d_model, vocab_size) if ctc_head else None
         self.decoder = decoder
+        self.transducer = transducer
         self.vocab_size = vocab_size
 
     @property
@@ -49,6 +51,7 @@ def build_asr_model(
     pe: Any,
     decoder: Mapping[str, Any] | None = None,
     ctc_head: bool = True,
+    transducer: Mapping[str, Any] | None = None,
 ) -> ASRModel:
     """Build from plain mappings (the resolved config of a run), so evaluation can rebuild it."""
     enc_opts = {k: v for k, v in encoder.items() if k not in ("_target_", "name")}
@@ -60,7 +63,23 @@ def build_asr_model(
         from .decoder import build_decoder  # the attention decoder (seq2seq / hybrid heads)
 
         dec = build_decoder(vocab_size=vocab_size, d_model=enc_opts["d_model"], **decoder)
-    return ASRModel(fe, enc, vocab_size, dec, ctc_head)
+    head = None
+    if transducer is not None:
+        from .transducer import build_transducer  # the transducer head (transducer / hybrid_transducer)
+
+        head = build_transducer(vocab_size, enc_opts["d_model"], **transducer)
+    if dec is not None and head is not None:
+        raise ValueError("a model has an attention decoder or a transducer head, not both")
+    return ASRModel(fe, enc, vocab_size, dec, ctc_head, head)
+
+
+def second_head(loss: Mapping[str, Any]) -> str | None:
+    """The head besides CTC that a ``loss:`` section trains: ``"transducer"`` when it has a
+    ``transducer`` section (loss=transducer, hybrid_transducer), ``"attention"`` when
+    ``ctc_weight`` < 1 otherwise (seq2seq, hybrid), None for CTC only."""
+    if loss.get("transducer"):
+        return "transducer"
+    return "attention" if float(loss.get("ctc_weight", 1.0)) < 1.0 else None
 
 
 # The top-level sections of a run config that `model_kwargs` reads (``data`` for its ``features``).
@@ -74,12 +93,16 @@ def model_kwargs(cfg: Mapping[str, Any], vocab_size: int) -> dict[str, Any]:
     mappings, e.g. a ``DictConfig`` through ``OmegaConf.to_container(cfg, resolve=True)``; the
     sections are passed on as they are."""
     ctc_weight = float(cfg["loss"].get("ctc_weight", 1.0))
+    head = second_head(cfg["loss"])
+    if head == "transducer" and ctc_weight >= 1.0:
+        raise ValueError(f"loss.ctc_weight={ctc_weight:g} leaves the transducer head no weight; use loss=ctc")
     return {
         "vocab_size": vocab_size,
         "in_features": int(cfg["data"]["features"]["num_mel_bins"]),
         "frontend": cfg["frontend"],
         "encoder": cfg["encoder"],
         "pe": cfg["pe"],
-        "decoder": cfg.get("decoder") if ctc_weight < 1.0 else None,
+        "decoder": cfg.get("decoder") if head == "attention" else None,
         "ctc_head": ctc_weight > 0.0,
+        **({"transducer": dict(cfg["loss"]["transducer"])} if head == "transducer" else {}),
     }

@@ -1,4 +1,5 @@
-"""Training losses: CTC, label-smoothed attention loss, and the hybrid CTC/attention mix.
+"""Training losses: CTC, label-smoothed attention loss, the hybrid CTC/attention mix, and the
+transducer (RNN-T) loss with its memory budget.
 
 Token tensors follow the collate contract: (B, U) int64 padded with -1.
 """
@@ -9,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ctc_loss", "LabelSmoothingLoss", "add_sos_eos", "hybrid_loss", "CTC_REDUCTIONS"]
+__all__ = ["ctc_loss", "LabelSmoothingLoss", "add_sos_eos", "hybrid_loss", "CTC_REDUCTIONS", "transducer_loss",
+           "lattice_bytes", "lattice_chunks"]
 
 CTC_REDUCTIONS = ("mean_per_utt", "sum", "mean_per_token", "none")
 
@@ -208,3 +210,114 @@ def hybrid_loss(ctc: torch.Tensor | None, att: torch.Tensor | None, ctc_weight: 
     if ctc is None or att is None:
         raise ValueError(f"ctc_weight = {ctc_weight} needs both the CTC and the attention loss")
     return ctc_weight * ctc + (1.0 - ctc_weight) * att
+
+
+# ---------------------------------------------------------------------------------- transducer
+
+
+def lattice_bytes(frames: int, labels: int, joiner_dim: int, vocab: int) -> int:
+    """Estimated training memory of one utterance's joiner and loss lattice, (T, U+1) nodes:
+    the joiner's sum and tanh (2·J floats a node), the logits, their fp32 copy and the loss's
+    gradient (3·V), 4 bytes each. docs/benchmarks.md compares it with measured peaks."""
+    return int(frames) * (int(labels) + 1) * (2 * int(joiner_dim) + 3 * int(vocab)) * 4
+
+
+def lattice_chunks(frames: list[int], labels: list[int], joiner_dim: int, vocab: int,
+                   budget_bytes: float | None) -> list[tuple[int, int]]:
+    """Split a batch (in its order) into runs [s, e) whose padded lattice, n · max T · (max U + 1)
+    nodes, stays within ``budget_bytes``; one utterance over the budget is a run of its own.
+    None: the whole batch is one run."""
+    n = len(frames)
+    if budget_bytes is None or n == 0:
+        return [(0, n)]
+    runs, start, max_t, max_u = [], 0, 0, 0
+    for i in range(n):
+        t, u = max(max_t, frames[i]), max(max_u, labels[i])
+        if i > start and (i - start + 1) * lattice_bytes(t, u, joiner_dim, vocab) > budget_bytes:
+            runs.append((start, i))
+            start, t, u = i, frames[i], labels[i]
+        max_t, max_u = t, u
+    runs.append((start, n))
+    return runs
+
+
+def _rnnt_losses(head, enc_proj: torch.Tensor, pred_proj: torch.Tensor, targets: torch.Tensor,
+                 frames: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(B,) negative log-likelihoods of one run, cropped to its longest utterance and label
+    sequence. The joiner may run under autocast; the loss always runs in fp32."""
+    from torchaudio.functional import rnnt_loss  # torchaudio is a dependency; imported where used
+
+    t_max, u_max = int(frames.max()), int(labels.max())
+    logits = head.joiner(enc_proj[:, :t_max, None, :], pred_proj[:, None, : u_max + 1, :])  # (B, T, U+1, V)
+    with torch.autocast(device_type=logits.device.type, enabled=False):
+        return rnnt_loss(logits.float(), targets[:, :u_max].clamp(min=0).int().contiguous(), frames.int(),
+                         labels.int(), blank=head.blank, reduction="none", fused_log_softmax=True)
+
+
+def transducer_loss(
+    head,
+    enc: torch.Tensor,
+    lengths: torch.Tensor,
+    targets: torch.Tensor,
+    target_lengths: torch.Tensor,
+    reduction: str = "mean_per_utt",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Transducer negative log-likelihood -log Σ_alignments p (Graves 2012) with
+    ``torchaudio.functional.rnnt_loss`` over the joiner's (B, T, U+1, V) logits.
+
+    Memory: the lattice is the cost (B·T·(U+1)·V logits and as much gradient). With
+    ``head.lattice_budget_mb`` set, a batch whose padded lattice (`lattice_bytes`) exceeds it is
+    split into runs of utterances within it (`lattice_chunks`, each cropped to its own longest
+    utterance); in training each run goes through ``torch.utils.checkpoint``, so its logits are
+    freed after the forward and recomputed in the backward: one run's lattice is alive at a time,
+    for one more joiner forward. Results equal the unsplit loss (a sum over utterances).
+
+    Args:
+        head: `asr_pe.models.transducer.TransducerHead`.
+        enc: (B, T, D) encoder output; lengths (B,) valid frames (>= 1).
+        targets: (B, U) labels padded with -1; target_lengths (B,).
+        reduction: as `ctc_loss` (``mean_per_utt``, ``sum``, ``mean_per_token``, ``none``).
+    Returns:
+        (loss, finite) with finite a (B,) mask of utterances with a finite loss (non-finite ones
+        are left out of the reduction, as in `ctc_loss`).
+    """
+    if reduction not in CTC_REDUCTIONS:
+        raise ValueError(f"reduction must be one of {CTC_REDUCTIONS}, got {reduction!r}")
+    if enc.dim() != 3:
+        raise ValueError(f"enc must be (B, T, D), got shape {tuple(enc.shape)}")
+    batch = enc.shape[0]
+    lengths = torch.as_tensor(lengths, dtype=torch.long, device=enc.device)
+    targets = torch.as_tensor(targets, dtype=torch.long, device=enc.device)
+    target_lengths = torch.as_tensor(target_lengths, dtype=torch.long, device=enc.device)
+    if lengths.shape != (batch,) or int(lengths.min()) < 1 or int(lengths.max()) > enc.shape[1]:
+        raise ValueError(f"lengths must be ({batch},) in [1, {enc.shape[1]}], got {lengths.tolist()}")
+    _check_targets(targets, target_lengths, head.joiner.out.out_features, head.blank)
+    enc_proj, pred_proj = head.project(enc, targets)  # (B, T, J), (B, U+1, J)
+    frames, labels = lengths.tolist(), target_lengths.tolist()
+    budget = None if head.lattice_budget_mb is None else head.lattice_budget_mb * 2**20
+    runs = lattice_chunks(frames, labels, head.joiner.out.in_features, head.joiner.out.out_features, budget)
+    if len(runs) == 1:
+        losses = _rnnt_losses(head, enc_proj, pred_proj, targets, lengths, target_lengths)
+    else:
+        parts = []
+        for s, e in runs:
+            args = (enc_proj[s:e], pred_proj[s:e], targets[s:e], lengths[s:e], target_lengths[s:e])
+            if torch.is_grad_enabled():
+                parts.append(torch.utils.checkpoint.checkpoint(
+                    lambda *a: _rnnt_losses(head, *a), *args, use_reentrant=False))
+            else:
+                parts.append(_rnnt_losses(head, *args))
+        losses = torch.cat(parts)  # (B,)
+    finite = torch.isfinite(losses)
+    if reduction == "none":
+        return losses, finite
+    kept = losses[finite]
+    if kept.numel() == 0:
+        return enc.sum() * 0.0, finite
+    if reduction == "sum":
+        loss = kept.sum()
+    elif reduction == "mean_per_utt":
+        loss = kept.sum() / kept.numel()
+    else:
+        loss = kept.sum() / target_lengths[finite].sum().clamp(min=1)
+    return loss, finite
