@@ -22,6 +22,12 @@ of its own (a 160 s set lands in 128-256, a 20-minute talk in 1024-2048) and the
 stays empty. Because empty buckets are omitted, the rows do not depend on where the doubling
 stops: they equal those of any longer doubling list (e.g. [0, 2, ..., 256] on the synth study).
 An explicit list of edges is still accepted (`resolve_edges`).
+
+A second scheme, ``step:<s>`` (`step_edges`), is the CAPE paper's natural-length binning: fixed
+bins of ``s`` seconds (0-5, 5-10, 15-20, ... with ``step:5``) up past the longest utterance, as
+the authors' per-bin test lists (``tl_test_15-20s.lst`` ...) were cut from the duration column.
+`asr_pe.plots.natural_bins` draws it from the per-utterance results the evaluation already wrote
+(no decoding again); ``eval.edges=step:5`` writes it into ``buckets.csv`` too.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_MD, BUCKETS_META
 
 __all__ = [
     "DEFAULT_EDGES", "DOUBLING", "FIRST_DOUBLING_EDGE", "doubling_edges", "resolve_edges", "describe_edges",
+    "STEP", "NATURAL_BIN_S", "step_edges",
     "RECORD_KEYS", "ROW_KEYS", "Bucket", "bucket_label", "bucketize",
     "bootstrap_ratio_ci", "bucket_table", "format_table", "write_bucket_files",
     "read_bucket_csv", "write_per_utt", "read_per_utt", "PerUttError", "atomic_write_text",
@@ -53,6 +60,8 @@ __all__ = [
 DOUBLING = "doubling"             # edges 0, 2, 4, 8, ... up past the longest utterance
 FIRST_DOUBLING_EDGE = 2.0         # seconds: the first doubling bucket is [0, 2)
 DEFAULT_EDGES: str = DOUBLING
+STEP = "step"                     # "step:<s>": fixed bins of s seconds up past the longest utterance
+NATURAL_BIN_S = 5.0               # the CAPE paper's natural-length bins: 0-5, 5-10, ... s
 RECORD_KEYS = ("id", "duration", "errors", "ref_words", "sub", "del", "ins",
                "char_errors", "ref_chars")
 ROW_KEYS = ("bucket", "lo", "hi", "utterances", "mean_duration", "ref_words", "errors",
@@ -124,24 +133,51 @@ def doubling_edges(max_duration: float, first: float = FIRST_DOUBLING_EDGE) -> l
     return edges
 
 
+def step_edges(max_duration: float, step: float = NATURAL_BIN_S) -> list[float]:
+    """[0, step, 2·step, ...] up to the first edge > ``max_duration`` (at least [0, step]): the
+    CAPE paper's natural-length bins with ``step=5``; ``step_edges(34.9) == [0, 5, ..., 35]``,
+    ``step_edges(35.0)`` ends at 40 (an utterance of exactly 35 s is in [35, 40))."""
+    max_duration, step = float(max_duration), float(step)
+    if math.isnan(max_duration) or math.isinf(max_duration) or max_duration < 0:
+        raise ValueError(f"max_duration must be finite and >= 0, got {max_duration!r}")
+    if not step > 0 or math.isinf(step):
+        raise ValueError(f"the bin width must be finite and > 0, got {step!r}")
+    n = int(math.floor(max_duration / step)) + 1   # bins [k·step, (k+1)·step), k = 0 .. n-1
+    return [k * step for k in range(n + 1)]
+
+
+def _scheme_error(edges) -> ValueError:
+    return ValueError(f"bucket edges must be {DOUBLING!r}, '{STEP}:<seconds>' or a list of seconds, got {edges!r}")
+
+
 def resolve_edges(edges: Sequence[float] | str, durations: Iterable[float]) -> list[float]:
     """Bucket edges for a test set: ``"doubling"`` -> `doubling_edges` of its longest utterance;
-    a list of numbers -> checked and returned (with 0 prepended when it starts above 0)."""
+    ``"step:5"`` -> `step_edges` (5 s bins) of it; a list of numbers -> checked and returned (with
+    0 prepended when it starts above 0)."""
     if isinstance(edges, str):
-        if edges.strip().lower() != DOUBLING:
-            raise ValueError(f"bucket edges must be {DOUBLING!r} or a list of seconds, got {edges!r}")
-        return doubling_edges(max((float(d) for d in durations), default=0.0))
+        scheme, _, width = edges.strip().lower().partition(":")
+        longest = max((float(d) for d in durations), default=0.0)
+        if scheme == DOUBLING and not width:
+            return doubling_edges(longest)
+        if scheme == STEP and width:
+            try:
+                step = float(width)
+            except ValueError:
+                raise _scheme_error(edges) from None
+            return step_edges(longest, step)
+        raise _scheme_error(edges)
     try:
         values = [float(e) for e in edges]
     except (TypeError, ValueError):
-        raise ValueError(f"bucket edges must be {DOUBLING!r} or a list of seconds, got {edges!r}") from None
+        raise _scheme_error(edges) from None
     return _check_edges(values)
 
 
 def describe_edges(edges: Sequence[float] | str, resolved: Sequence[float]) -> str:
-    """``"doubling: 0 2 4 ... 256"`` or ``"0 5 10 60"``: the edges in seconds, for logs and metadata."""
+    """``"doubling: 0 2 4 ... 256"``, ``"step:5: 0 5 10 15"`` or ``"0 5 10 60"``: the edges in
+    seconds, for logs and metadata."""
     listed = " ".join(_fmt_edge(e) for e in resolved)
-    return f"{DOUBLING}: {listed}" if isinstance(edges, str) else listed
+    return f"{edges.strip().lower()}: {listed}" if isinstance(edges, str) else listed
 
 
 def bucketize(records: Iterable[dict], edges: Sequence[float] | str = DEFAULT_EDGES) -> list[Bucket]:

@@ -6,9 +6,11 @@
 #   stage 3  long-form sets <set>_long.jsonl             stage_longform SET...
 #   stage 4  train one model per PE in $pes              stage_train [OVERRIDE...]
 #   stage 5  evaluate every run on the test sets         stage_evaluate
-#   stage 6  WER-vs-length figures per test set + all sets stage_plot (+ the in-context table)
+#   stage 6  WER-vs-length figures per test set + all sets stage_plot (+ the in-context table,
+#            the natural sets in 5 s bins)
 # The recipe defines `test_sets` (names of the test manifests that exist, one a line; see
-# `existing_sets`) and may redefine `check_test_sets`, `longform_done` and `built_from` (defaults below).
+# `existing_sets`) and may redefine `check_test_sets`, `longform_done`, `built_from` and `natural_set`
+# (defaults below).
 # recipes/librispeech/run.sh and recipes/tedlium3/run.sh are the models.
 #
 # `source` reads this whole file before running any of it, and it only defines functions and
@@ -148,6 +150,13 @@ existing_sets() {
 # Hooks a recipe may redefine after sourcing this file:
 check_test_sets() { :; }               # check_test_sets SET...: exit with a message if one is unusable
 longform_done() { [ -f "$1" ]; }       # longform_done MANIFEST: stage 3 keeps it (else builds it)
+# natural_set SET: true for a set of the corpus's own utterances (stage 6 bins them by 5 s, the CAPE
+# paper's length figure); default: every set but <set>_long (joined utterances) and <set>_talks
+# (whole talks, 10-20 minutes: hundreds of 5 s bins of one recording each).
+natural_set() {
+  case "$1" in *_long|*_talks) return 1 ;; esac
+  return 0
+}
 # built_from SET SETS...: the set among SETS that the long-form set SET was built from (its parts were
 # decoded alone there: the in-context ratio's denominator and the relative degradation's reference),
 # nothing for a set that is not long-form. Default: <set>_long and <set>_talks come from <set>.
@@ -290,6 +299,12 @@ stage_plot() {
     log "stage 6: plot $s ($metric) -> $work_dir/plots/$s"
     run_child "$PYTHON" "$repo/scripts/plot_wer_vs_length.py" "${runs[@]}" --test-set "$s" --metric "$metric" \
       "${ref[@]}" --out "$work_dir/plots/$s"
+    if natural_set "$s"; then
+      # a set of the corpus's own utterances: the CAPE paper's length figure too, WER and CER per
+      # 5 s bin (0-5, 5-10, ... s; asr_pe/plots/natural_bins.py), from the same per_utt.jsonl
+      log "stage 6: 5 s bins of the natural utterances of $s -> $work_dir/plots/$s/natural_bins.png"
+      run_child "$PYTHON" "$repo/scripts/plot_natural_bins.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
+    fi
   done
   # the study's figure: every test set a panel, every PE a line (the CAPE paper's layout)
   log "stage 6: the study's figure -> $work_dir/plots/${metric}_vs_length_all.png"

@@ -65,9 +65,9 @@ def test_an_explicit_edge_list_still_works_and_bad_specs_fail():
     assert resolve_edges("doubling", [70.0]) == [0, 2, 4, 8, 16, 32, 64, 128]
     assert describe_edges("doubling", [0, 2, 4]) == "doubling: 0 2 4"
     assert describe_edges([0, 2.5], [0, 2.5]) == "0 2.5"
-    with pytest.raises(ValueError, match="'doubling' or a list"):
+    with pytest.raises(ValueError, match="'doubling', 'step:<seconds>' or a list"):
         resolve_edges("doublin", [1.0])
-    with pytest.raises(ValueError, match="'doubling' or a list"):
+    with pytest.raises(ValueError, match="'doubling', 'step:<seconds>' or a list"):
         resolve_edges([0, "x"], [1.0])
     with pytest.raises(ValueError, match="increasing"):
         resolve_edges([0, 5, 5], [1.0])

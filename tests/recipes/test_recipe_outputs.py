@@ -73,6 +73,8 @@ def test_stage_6_takes_the_metric_and_refers_long_form_sets_to_the_set_they_were
     script = f"{REPO}/scripts"
     assert got == [
         f"{script}/plot_wer_vs_length.py {r} --test-set test --metric cer --out {work}/plots/test",
+        # the natural utterances (test, not test_long nor test_talks) in the paper's 5 s bins
+        f"{script}/plot_natural_bins.py {r} --test-set test --out {work}/plots/test",
         f"{script}/plot_wer_vs_length.py {r} --test-set test_long --metric cer --reference-set test "
         f"--out {work}/plots/test_long",
         f"{script}/plot_wer_vs_length.py {r} --test-set test_talks --metric cer --reference-set test "
@@ -88,7 +90,8 @@ def test_stage_6_without_long_form_sets_draws_no_in_context_table(fake, tmp_path
     work, _, _ = manifests(tmp_path, ("test-clean",))
     _, got = fake(LIBRI, "--stage", "6", "--stop_stage", "6", "--work_dir", str(work), "--pes", "rope",
                   "--test_parts", "test-clean")
-    assert [c.split()[0].rsplit("/", 1)[1] for c in got] == ["plot_wer_vs_length.py", "plot_corpus_figure.py"]
+    assert [c.split()[0].rsplit("/", 1)[1] for c in got] == ["plot_wer_vs_length.py", "plot_natural_bins.py",
+                                                             "plot_corpus_figure.py"]
     assert "--metric wer" in got[0] and "--reference-set" not in got[0]
 
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env python
+"""WER and CER per 5 s bin of a test set's natural utterances, one line per PE (the CAPE paper's figure).
+
+    python scripts/plot_natural_bins.py exp/tedlium3/runs/* --test-set test --out exp/tedlium3/plots/test \\
+        [--step 5] [--n-boot 1000] [--title TEXT]
+
+Each path is a run dir or a folder searched for runs (archived study runs too). Reads each run's
+eval/<set>/per_utt.jsonl (nothing is decoded) and writes <out>/natural_bins.{png,md,csv} and
+natural_bins_runs.csv; the intervals resample utterances, then seeds: see asr_pe/plots/natural_bins.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from asr_pe.errors import UserError
+from asr_pe.evaluation.buckets import NATURAL_BIN_S
+from asr_pe.plots.natural_bins import natural_bins_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", help="run directories or folders holding them")
+    parser.add_argument("--test-set", required=True, help="eval/<name> to bin (a set of natural utterances)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--step", type=float, default=NATURAL_BIN_S, help="bin width in seconds (default 5)")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap draws per bin")
+    parser.add_argument("--title", default=None)
+    args = parser.parse_args(argv)
+    if not args.step > 0:
+        parser.error(f"--step {args.step}: must be > 0 seconds")
+    if args.n_boot < 1:
+        parser.error(f"--n-boot {args.n_boot}: must be >= 1")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        files = natural_bins_report(args.paths, args.out, test_set=args.test_set, step=args.step,
+                                    n_boot=args.n_boot, title=args.title)
+    except (UserError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(Path(files["md"]).read_text())
+    for kind, path in files.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
