@@ -10,6 +10,7 @@ the longest training utterance as a dashed line. Each PE keeps its colour in eve
 
 Our buckets are the doubling scheme of ``eval.edges`` (0-2, 2-4, ... s), not the paper's own
 duration bins, so the points are not at the paper's x positions: compare shapes and ratios.
+The paper's own bins (5 s steps of the natural utterances) are `asr_pe.plots.natural_bins`.
 
 Also writes ``<stem>.csv``: the long table of every plotted point (`wer_vs_length.long_csv` per
 set, concatenated), so the numbers behind the figure are kept beside it.
