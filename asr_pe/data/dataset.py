@@ -12,6 +12,7 @@ import torch
 from asr_pe.data.audio import load_audio
 from asr_pe.data.features import FbankExtractor, GlobalCMVN, SpecAugment
 from asr_pe.data.manifest import Utterance
+from asr_pe.data.tempo import check_tempo, time_stretch
 from asr_pe.data.tokenizer import Tokenizer, TokenizerError
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,10 @@ class ASRDataset(torch.utils.data.Dataset):
     raw references). With ``cache_features=True`` the raw fbank (before CMVN and
     SpecAugment, so augmentation stays fresh) is kept in memory; each DataLoader worker
     holds its own cache, so use it with persistent workers or ``num_workers=0``.
+
+    ``tempo`` (evaluation only, ``eval.tempo``): each wave is time-stretched ``tempo`` times faster
+    with its pitch kept before its features are computed (`asr_pe.data.tempo.time_stretch`), and
+    an item's ``duration`` is the stretched one, ``duration / tempo``: what the model hears.
     """
 
     def __init__(
@@ -66,6 +71,7 @@ class ASRDataset(torch.utils.data.Dataset):
         cmvn: GlobalCMVN | None = None,
         spec_augment: SpecAugment | None = None,
         cache_features: bool = False,
+        tempo: float = 1.0,
     ):
         self.utterances = list(utterances)
         self.tokenizer = tokenizer
@@ -73,6 +79,7 @@ class ASRDataset(torch.utils.data.Dataset):
         self.cmvn = cmvn
         self.spec_augment = spec_augment
         self.cache_features = bool(cache_features)
+        self.tempo = check_tempo(tempo)
         self._cache: dict[int, torch.Tensor] = {}
         self._tokens = encode_all(self.utterances, tokenizer) if tokenizer is not None else None
 
@@ -95,6 +102,8 @@ class ASRDataset(torch.utils.data.Dataset):
             sample_rate=self.features.sample_rate,
             source=utt.source or f"utterance {utt.id!r}",
         )
+        if self.tempo != 1.0:
+            wave = time_stretch(wave, self.tempo, self.features.sample_rate)  # (round(N / tempo),)
         feats = self.features(wave)  # (T, F)
         if self.cache_features:
             self._cache[i] = feats
@@ -110,7 +119,8 @@ class ASRDataset(torch.utils.data.Dataset):
         tokens = None
         if self._tokens is not None:
             tokens = torch.tensor(self._tokens[i], dtype=torch.int64)  # (U,)
-        return {"id": utt.id, "features": feats, "tokens": tokens, "text": utt.text, "duration": utt.duration}
+        duration = utt.duration if self.tempo == 1.0 else utt.duration / self.tempo
+        return {"id": utt.id, "features": feats, "tokens": tokens, "text": utt.text, "duration": duration}
 
 
 def collate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
