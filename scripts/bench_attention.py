@@ -45,8 +45,9 @@ def parse_args(argv=None):
     p.add_argument("--device", default=D.device, help="cpu | cuda | auto")
     p.add_argument("--precision", choices=("32", "bf16"), default=D.precision,
                    help="train mode: 32, or bf16 autocast as trainer=gpu trains (bf16-mixed)")
-    p.add_argument("--attention", choices=("fused", "reference"), default=D.attention,
-                   help="train mode: the model's fused attention paths, or every attention written out")
+    p.add_argument("--attention", choices=("fused", "flex", "reference"), default=D.attention,
+                   help="train mode: the model's fused attention paths, FlexAttention wherever a PE offers its bias "
+                        "(CUDA), or every attention written out")
     p.add_argument("--out", default=D.out, help="folder for the CSV and markdown files")
     p.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition (for the test suite)")
     args = p.parse_args(argv)

@@ -53,10 +53,14 @@ def build_model(name: str, cfg, max_frames: int) -> torch.nn.Module:
         )
         # "reference": every attention written out (softmax(QK^T/sqrt(d) + bias) V), the path the fused
         # ones are tested against, so the benchmark shows what the fused paths save in time and memory
-        if getattr(cfg, "attention", "fused") == "reference":
-            for m in model.modules():
-                if isinstance(m, MultiHeadAttention):
-                    m.use_reference = True
+        # "flex": FlexAttention wherever a PE offers its bias in compact form (attention_flex.py),
+        # whatever ``flex_on_cuda`` says, so the GPU check measures it against "fused"
+        path = getattr(cfg, "attention", "fused")
+        for m in model.modules():
+            if isinstance(m, MultiHeadAttention):
+                m.use_reference = path == "reference"
+                if path == "flex":
+                    m.bias_mode = "flex"
     return model
 
 

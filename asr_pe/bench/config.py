@@ -41,7 +41,7 @@ class BenchConfig:
     threads: int = 2
     device: str = "cpu"                       # cpu | cuda | auto
     precision: str = "32"                     # train: 32 | bf16 (autocast, as trainer=gpu's bf16-mixed)
-    attention: str = "fused"                  # train: fused (the model's own paths) | reference (written out)
+    attention: str = "fused"                  # train: fused (the model's own paths) | flex | reference (written out)
     out: str | None = "bench_results"         # folder for the CSV and markdown files
     argv: list[str] = field(default_factory=list)  # the command line, recorded in the markdown
 

@@ -8,15 +8,17 @@ Steps, in the order they run (cheap and most telling first, so a call cut short 
 
 * ``grad``: bf16 gradients finite at T % 128 == 64 with padding, every PE, and the SDPA backend
   that ran (`asr_pe.bench.grad_check`; the cuDNN NaN of pytorch/pytorch#196678);
-* ``bench_fused`` / ``bench_reference``: every PE's training step (bf16) at T = 250 / 1000 / 4000,
-  time and peak memory, ratios to ``none`` of the same run, with the model's fused attention
-  paths and with every attention written out (`asr_pe.bench.runner`, ``--attention``);
+* ``bench_fused`` / ``bench_flex`` / ``bench_reference``: every PE's training step (bf16) at
+  T = 250 / 1000 / 4000, time and peak memory, ratios to ``none`` of the same run, with the model's
+  fused attention paths, with FlexAttention for every bias a PE offers in compact form (what sets
+  ``BlockBias.flex_on_cuda``), and with every attention written out (`asr_pe.bench.runner`,
+  ``--attention``);
 * ``long``: one 60-minute recording decoded in one pass per PE, peak GPU memory (bench long mode);
 * ``smoke``: both corpus recipes' smoke runs with ``trainer=gpu`` (bf16), side by side, and their
   test CER (`asr_pe.bench.recipe_smoke`).
 
 A step that overruns its limit is killed with its whole process group and the next one starts;
-the steps' limits add up to less than the 8-minute budget, and no step runs past the budget.
+the steps' limits add up to the 8-minute budget, and no step runs past the budget.
 ``summary.md`` / ``summary.json`` (`asr_pe.bench.gpu_check_report`) are rewritten after every
 step from the files the steps wrote, so a machine taken back mid-way leaves what ran.
 """
@@ -49,14 +51,16 @@ class Step:
     dry_limit_s: float  # the CPU run (tiny sizes, but a loaded 2-core machine)
 
 
-# GPU limits: about twice what each step took on an H100 on 2026-11-27 (15, 40, 30, 130 s), except
-# long mode, whose 11 child processes need ~11 s each (110 s measured 10 of them)
+# GPU limits (seconds; they add up to the 480 s budget): about twice what each step took on an H100 on
+# 2026-11-27 (grad 15, fused 40, reference 30, smoke 130), flex with room for compiling its kernels
+# (Triton, once per PE), and long mode, whose 11 child processes need ~11 s each (110 s ran 10 of them)
 STEPS = (
     Step("grad", "(d) bf16 gradients at T % 128 == 64 with padding, SDPA backend", 30, 180),
     Step("bench_fused", "(b) training step per PE, fused attention paths", 70, 240),
-    Step("bench_reference", "(b) training step per PE, reference attention path", 60, 240),
-    Step("long", "(c) one 60-minute recording, full context, one pass per PE", 140, 180),
-    Step("smoke", "(a) the recipes' smoke runs, trainer=gpu (bf16)", 165, 400),
+    Step("bench_flex", "(b) training step per PE, FlexAttention for the bias PEs", 80, 240),
+    Step("bench_reference", "(b) training step per PE, reference attention path", 50, 240),
+    Step("long", "(c) one 60-minute recording, full context, one pass per PE", 110, 180),
+    Step("smoke", "(a) the recipes' smoke runs, trainer=gpu (bf16)", 140, 400),
 )
 # Long mode: the PEs whose memory matters most first (a step cut short keeps them)
 LONG_PES = ["none", "rope", "relative", "alibi", "t5", "shaw", "rem", "cape", "sinusoidal", "learned", "conv"]
@@ -70,17 +74,17 @@ def step_commands(step: str, out: Path, *, dry: bool) -> list[list[str]]:
     if step == "grad":
         return [[py, "-m", "asr_pe.bench.grad_check", "--out", str(out / "grad"), "--device", dev]
                 + (["--dry"] if dry else [])]
-    if step in ("bench_fused", "bench_reference"):
+    if step in ("bench_fused", "bench_flex", "bench_reference"):
         path = step.removeprefix("bench_")
         cmd = [py, BENCH, "--device", dev, "--precision", "bf16", "--attention", path, "--out", str(out / step)]
         if dry:
             cmd += TINY + ["--batch", "2", "--lengths", "16", "32", "64", "--reps", "1", "--warmup", "0",
                            "--mem-reps", "1", "--threads", "1"]
         else:  # the written-out path stores (B, H, T, T) tensors: fewer repetitions fit its time limit
-            reps, warmup = ("5", "2") if path == "fused" else ("3", "1")
+            reps, warmup = ("3", "1") if path == "reference" else ("5", "2")
             cmd += ["--lengths", "250", "1000", "4000", "--reps", reps, "--warmup", warmup, "--mem-reps", "1",
                     "--threads", "4"]
-        return [cmd + (["--no-reference"] if path == "reference" else [])]
+        return [cmd + ([] if path == "fused" else ["--no-reference"])]  # torchaudio's row once
     if step == "long":
         cmd = [py, BENCH, "--mode", "long", "--device", dev, "--infer", "full", "--out", str(out / "long")]
         if dry:

@@ -57,6 +57,9 @@ def _read_csv(pattern: str, folder: Path) -> list[dict]:
         return [{k: _num(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
+BENCH_STEPS = ("bench_fused", "bench_flex", "bench_reference")  # one per attention path of the benchmark
+
+
 def _read_json_rows(path: Path) -> list[dict]:
     try:
         return json.loads(path.read_text())["rows"]
@@ -68,7 +71,7 @@ def step_rows(step: str, out: Path) -> list[dict]:
     """The rows a step left in ``out`` (whatever it wrote before it ended or was stopped)."""
     if step == "grad":
         return _read_json_rows(out / "grad" / "grad_check.json")
-    if step in ("bench_fused", "bench_reference"):
+    if step in BENCH_STEPS:
         return _read_csv("bench_train_*.csv", out / step)
     if step == "long":
         return _read_csv("bench_long_*.csv", out / "long")
@@ -91,10 +94,12 @@ def _f(v, fmt="{:.1f}") -> str:
     return fmt.format(v) if isinstance(v, float) else str(v)
 
 
-def _bench_table(fused: list[dict], ref: list[dict]) -> list[str]:
-    Ts = sorted({r["T"] for r in fused + ref})
-    pes = list(dict.fromkeys(r["pe"] for r in fused + ref))
-    by = {(path, r["pe"], r["T"]): r for path, rows in (("fused", fused), ("reference", ref)) for r in rows}
+def _bench_table(by_path: dict[str, list[dict]]) -> list[str]:
+    """One row per PE, a column per length and attention path (``fused``, ``flex``, ``reference``)."""
+    every = [r for rows in by_path.values() for r in rows]
+    Ts = sorted({r["T"] for r in every})
+    pes = list(dict.fromkeys(r["pe"] for r in every))
+    by = {(path, r["pe"], r["T"]): r for path, rows in by_path.items() for r in rows}
 
     def cell(r):
         if r is None:
@@ -103,11 +108,11 @@ def _bench_table(fused: list[dict], ref: list[dict]) -> list[str]:
             return str(r["status"])
         return f"{_f(r['ms_per_step'])} ({_f(r['ratio_to_none'], '{:.2f}')}) / {_f(r['peak_mem_mb'], '{:.0f}')}"
 
-    head = "| pe | " + " | ".join(f"T={T} fused | T={T} reference" for T in Ts) + " |"
-    lines = [head, "|---|" + "---|---|" * len(Ts)]
+    paths = list(by_path)
+    head = "| pe | " + " | ".join(f"T={T} {path}" for T in Ts for path in paths) + " |"
+    lines = [head, "|---|" + "---|" * (len(Ts) * len(paths))]
     for pe in pes:
-        lines.append(f"| {pe} | " + " | ".join(f"{cell(by.get(('fused', pe, T)))} | {cell(by.get(('reference', pe, T)))}"
-                                               for T in Ts) + " |")
+        lines.append(f"| {pe} | " + " | ".join(cell(by.get((path, pe, T))) for T in Ts for path in paths) + " |")
     return lines
 
 
@@ -146,12 +151,13 @@ def markdown(summary: dict) -> str:
                          ("nonfinite_grads", "non-finite grads"), ("params_without_grad", "params without grad"),
                          ("forward_backends", "SDPA forward (calls)"), ("backward_backends", "SDPA backward"),
                          ("status", "status")])
-    if "bench_fused" in steps or "bench_reference" in steps:
-        fused = steps.get("bench_fused", {}).get("rows", [])
-        ref = steps.get("bench_reference", {}).get("rows", [])
+    benched = {s.removeprefix("bench_"): steps[s].get("rows", []) for s in BENCH_STEPS if s in steps}
+    if benched:
         lines += ["", "## (b) Training step per PE (bf16 autocast, forward + backward)", "",
-                  "Cells: median ms (ratio to `none` of the same run) / peak MiB of one step.", ""]
-        lines += _bench_table(fused, ref)
+                  "Cells: median ms (ratio to `none` of the same run) / peak MiB of one step; `flex`: "
+                  "FlexAttention wherever the PE offers its bias in compact form (T5, ALiBi, Shaw, relative), "
+                  "the other PEs as `fused`.", ""]
+        lines += _bench_table(benched)
     if "long" in steps:
         lines += ["", "## (c) One long recording, full context, one pass", ""]
         lines += _table(steps["long"]["rows"], [("pe", "pe"), ("minutes", "minutes"), ("frames", "encoder frames"),

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 PRECISIONS = ("32", "bf16")
-ATTENTION_PATHS = ("fused", "reference")  # the model's own (fused) paths, or every attention written out
+ATTENTION_PATHS = ("fused", "flex", "reference")  # the model's own (fused) paths, flex forced, or written out
 TRAIN_COLUMNS = ("mode", "pe", "T", "batch", "precision", "ms_per_step", "ratio_to_none", "min_ms", "cpu_ms",
                  "cpu_ratio_to_none", "reps", "peak_mem_mb", "status")
 OUT_OF_MEMORY = "out of memory"  # the status of a PE whose step does not fit the device at that length

@@ -13,6 +13,8 @@ tolerance (tests hold them to it):
   cache-sized blocks of query rows, no T×T bias), other learned biases with a written-out
   backward or Transformer-XL as widened q/k: ``attention_fast_paths.py`` (why and when each is
   faster is written there);
+* flex: on CUDA, a bias the PE offers in compact form through FlexAttention (its ``score_mod``),
+  padding, causality and the window remedy as a block mask (``attention_flex.py``);
 * blocked: any of the above over query blocks of ``block_size`` rows, so a long input never
   materialises a T×T matrix. PE hooks receive the query/key positions of the block.
 """
@@ -26,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import attention_fast_paths as fast
+from . import attention_flex as flex
 from .attention_masks import combine_mask, hidden_keys, make_pad_mask
 from .positional.base import AttentionPE
 
@@ -90,7 +93,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         assert d_model % n_heads == 0, f"d_model {d_model} not divisible by n_heads {n_heads}"
-        assert bias_mode in ("auto", "sdpa", "explicit"), f"bad bias_mode {bias_mode!r}"
+        assert bias_mode in ("auto", "sdpa", "explicit", "flex"), f"bad bias_mode {bias_mode!r}"
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
@@ -136,6 +139,10 @@ class MultiHeadAttention(nn.Module):
         if self.window is not None and not need_weights:
             # windowed: a block of rows [s, e) needs keys [s − W, e + W) only (see _key_span)
             block = min(block, max(self.window, 32))
+        out = self._attend_flex(q, k, v, q_pos, k_pos, key_padding_mask, pe, kv is not None, causal,
+                                need_weights, blocked=bool(self.block_size and Tq > self.block_size))
+        if out is not None:
+            return self.out_proj(out.transpose(1, 2).reshape(B, Tq, D)), None  # (B, Tq, D)
         remedies = self.window is not None or self.logit_scale_keys is not None
         plain_call = pe is not None and not remedies and not need_weights and not self.use_reference
         # a learned bias in CPU training: the PE's compact bias, attended in cache-sized blocks
@@ -174,6 +181,22 @@ class MultiHeadAttention(nn.Module):
         out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, Tq, d)
         out = out.transpose(1, 2).reshape(B, Tq, D)  # (B, Tq, D)
         return self.out_proj(out), (weights[0] if need_weights else None)
+
+    def _attend_flex(self, q, k, v, q_pos, k_pos, key_padding_mask, pe, cross, causal, need_weights, blocked):
+        """The flex path (``attention_flex.py``) when it applies: a PE offering its bias in compact
+        form, no weights asked for, no length temperature, not blocked, no attention dropout; the
+        window remedy becomes part of the block mask. -> (B, H, Tq, d) or None (other paths)."""
+        dropout_p = self.dropout if self.training else 0.0
+        if (pe is None or cross or need_weights or self.use_reference or not pe.fused_ok or blocked
+                or self.logit_scale_keys is not None
+                or not flex.may_use_flex(self.bias_mode, q.device.type, dropout_p)):
+            return None
+        layout = pe.block_bias(q, q_pos, k_pos)  # from the untransformed q, as logits_bias
+        if not flex.use_flex(self.bias_mode, q.device.type, dropout_p, layout):
+            return None
+        q, k = pe.transform_qk(q, k, q_pos, k_pos)
+        out = flex.attend_flex(q, k, v, layout, key_padding_mask, causal, self.window)
+        return pe.mix_output(out, v, q_pos, k_pos, key_padding_mask)
 
     def _key_span(self, s: int, e: int, n_keys: int, need_weights: bool) -> tuple[int, int]:
         """The keys query rows [s, e) may see: all of them, or with a window W the keys

@@ -78,6 +78,7 @@ def test_full_dry_check_with_the_reference_path_and_both_recipes_smoke_runs(tmp_
     summary, md = _check_summary(tmp_path, steps)
     _check_grad(summary["steps"]["grad"])
     _check_bench(summary["steps"]["bench_fused"], "fused")
+    _check_bench(summary["steps"]["bench_flex"], "flex")
     _check_bench(summary["steps"]["bench_reference"], "reference")
     smoke = summary["steps"]["smoke"]["rows"]
     assert {(r["recipe"], r["pe"], r["test_set"]) for r in smoke} == {
@@ -85,7 +86,7 @@ def test_full_dry_check_with_the_reference_path_and_both_recipes_smoke_runs(tmp_
         ("tedlium3", "none", "test"), ("tedlium3", "none", "test_long"), ("tedlium3", "none", "test_talks")}
     for r in smoke:  # 3 steps learn nothing: the CER only has to be there
         assert r["exit"] == 0 and r["cer"] >= 0 and r["utterances"] > 0 and r["loss_first"] > 0, r
-    assert "## (a)" in md and "T=64 reference" in md
+    assert "## (a)" in md and "T=64 reference" in md and "T=64 flex" in md
 
 
 def _running(pid: int) -> bool:

@@ -222,6 +222,16 @@ class BlockBias:
         """``rows``: ``offset_rows(d_s, (e − s) + n − 1)`` when the caller has it already."""
         raise NotImplementedError
 
+    # FlexAttention (``attention_flex.py``): whether the GPU check measured the flex path faster than
+    # SDPA for this layout on CUDA, so ``bias_mode="auto"`` takes it there
+    flex_on_cuda: bool = False
+
+    def score_mod(self):
+        """The bias as a FlexAttention ``score_mod(score, b, h, q_idx, kv_idx)`` over the whole
+        (Tq, Tk) call, reading the compact tensors (their gradients flow through it), or None when
+        not offered. Indices are those of the call: query q_idx is at q_pos[0] + q_idx."""
+        return None
+
     def full(self, b: int, n: int, rows: int) -> torch.Tensor:
         """Utterance b's bias against its first n keys, (1, H, Tq, n), built ``rows`` query rows
         at a time (a layout that computes its rows, e.g. by a product, then does only the
@@ -260,6 +270,14 @@ class ToeplitzBias(BlockBias):
 
     def full(self, b, n, rows):
         return self.laid_out()[..., :n]
+
+    def score_mod(self):
+        per_offset, last = self.inputs[0], self.n_queries - 1
+
+        def add_offset_bias(score, b, h, q_idx, kv_idx):
+            return score + per_offset[h, last - q_idx + kv_idx]  # column of offset i − j
+
+        return add_offset_bias
 
     def add_block_grad(self, grads, b, s, e, n, d_s, rows=None):
         if grads[0] is None:

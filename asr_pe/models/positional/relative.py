@@ -222,6 +222,18 @@ class RelativeBlockBias(BlockBias):
         self.n_queries = qv.size(-2)
         self._qv, self._p = qv.detach(), p.detach()
 
+    def score_mod(self):
+        qv, p = self.inputs
+        # (B, H, Tq, Tq + Tk − 1): the q·R product over every offset, as the unblocked bias path
+        # computes it; the score reads its column of offset i − j
+        bd = torch.matmul(qv, p.transpose(-2, -1))
+        last = self.n_queries - 1
+
+        def add_position_term(score, b, h, q_idx, kv_idx):
+            return score + bd[b, h, q_idx, last - q_idx + kv_idx]
+
+        return add_position_term
+
     def _rows(self, s: int, e: int, n: int) -> tuple[int, int]:
         return self.n_queries - e, (e - s) + n - 1  # first column (offset q_pos[e − 1] − k_pos[0]), width
 

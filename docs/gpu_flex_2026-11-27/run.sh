@@ -1,0 +1,16 @@
+# FlexAttention on a lent GPU (issue 47 point 2), one device call: the wheels of .whl (hydra-core,
+# omegaconf, antlr4, jiwer, rapidfuzz, soundfile, cffi, pycparser) onto the machine's torch, then
+# (1) the CUDA tests of the flex path (gradients against the reference path), (2) the training-step
+# benchmark of the bias PEs with the fused paths and (3) with FlexAttention, same lengths, same machine.
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > $OUT/pip.log 2>&1 || { tail -5 $OUT/pip.log; exit 3; }
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi > $OUT/nvidia-smi.txt 2>&1
+python3 -c "import torch,lightning;print(torch.__version__,torch.backends.cudnn.version(),lightning.__version__,torch.cuda.get_device_name())" 2>&1 | tee $OUT/env.txt
+B="python3 scripts/bench_attention.py --device cuda --precision bf16 --pes none rope alibi t5 shaw relative --lengths 250 1000 4000 --reps 5 --warmup 2 --mem-reps 1 --threads 4 --no-reference"
+timeout 170 python3 -m pytest tests/models/test_flex_attention.py -q -p no:cacheprovider > $OUT/pytest_flex_cuda.txt 2>&1; echo "pytest exit $?" >> $OUT/pytest_flex_cuda.txt
+tail -3 $OUT/pytest_flex_cuda.txt
+timeout 100 $B --attention fused --out $OUT/fused > $OUT/fused.log 2>&1; echo "fused exit $?"
+timeout 220 $B --attention flex --out $OUT/flex > $OUT/flex.log 2>&1; echo "flex exit $?"
+cat $OUT/fused/*.md $OUT/flex/*.md 2>/dev/null | grep "^|"
+tail -5 $OUT/flex.log
