@@ -1,10 +1,12 @@
 # FlexAttention on a lent GPU (issue 47 point 2), one device call: the wheels of .whl (hydra-core,
-# omegaconf, antlr4, jiwer, rapidfuzz, soundfile, cffi, pycparser) onto the machine's torch, then
+# omegaconf, antlr4, jiwer, rapidfuzz, soundfile, cffi, pycparser) onto the machine's torch, the commit
+# as .gpuck/clean.tar.gz (git archive), then
 # (1) the CUDA tests of the flex path (gradients against the reference path), (2) the training-step
 # benchmark of the bias PEs with the fused paths and (3) with FlexAttention, same lengths, same machine.
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > $OUT/pip.log 2>&1 || { tail -5 $OUT/pip.log; exit 3; }
-export PYTHONPATH=/tmp/site:$PWD
+mkdir -p /tmp/w && tar xzf .gpuck/clean.tar.gz -C /tmp/w && cd /tmp/w || exit 4  # the commit, not the work tree
+export PYTHONPATH=/tmp/site:/tmp/w
 nvidia-smi > $OUT/nvidia-smi.txt 2>&1
 python3 -c "import torch,lightning;print(torch.__version__,torch.backends.cudnn.version(),lightning.__version__,torch.cuda.get_device_name())" 2>&1 | tee $OUT/env.txt
 B="python3 scripts/bench_attention.py --device cuda --precision bf16 --pes none rope alibi t5 shaw relative --lengths 250 1000 4000 --reps 5 --warmup 2 --mem-reps 1 --threads 4 --no-reference"
