@@ -17,6 +17,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from asr_pe.data.audio_checks import scan_audio
 from asr_pe.data.manifest import Utterance
 from asr_pe.errors import ConfigError
+from asr_pe.evaluation.rate import rate_of
 from asr_pe.inference.decode import check_decode_settings
 from asr_pe.inference.run_loading import encoder_frames_fn
 from asr_pe.run_folder import config_path
@@ -40,9 +41,13 @@ def check_learned_pe_table(run_cfg: DictConfig, test_utts: Mapping[str, list[Utt
     window_s = None
     if settings.get("mode") == "chunked":
         window_s = float(settings["chunk_s"]) + 2 * float(settings["overlap_s"])  # what one pass sees
+    # eval.tempo / eval.hop_ms: a slower tempo or a shorter hop gives more frames per recorded second
+    run_hop = float(((_plain(run_cfg.get("data")) or {}).get("features") or {}).get("frame_shift_ms", 10.0))
+    scale = rate_of(settings, run_hop).frames_per_audio_second(run_hop)
     for name, utts in test_utts.items():
         longest = max(utts, key=lambda u: u.duration)
-        seen_s = longest.duration if window_s is None else min(longest.duration, window_s)
+        heard_s = longest.duration * scale
+        seen_s = heard_s if window_s is None else min(heard_s, window_s)
         n = frames(seen_s)
         if n > max_len:
             where = longest.source or f"utterance {longest.id!r}"
@@ -75,7 +80,8 @@ def check_eval_inputs(run_cfg: DictConfig, decode: Mapping[str, Any], test_utts:
     """Before the model is loaded: the decoding settings against the run's loss, each test set's
     audio against its manifest (one summary per set), a learned PE's table against the longest
     utterance."""
-    check_decode_settings(decode, ctc_weight=float(run_cfg.loss.get("ctc_weight", 1.0)))
+    check_decode_settings(decode, ctc_weight=float(run_cfg.loss.get("ctc_weight", 1.0)),
+                          transducer=bool(run_cfg.loss.get("transducer")))
     sample_rate = int(run_cfg.data.features.sample_rate)
     for name, utts in test_utts.items():
         scan_audio(utts, sample_rate=sample_rate, name=name)

@@ -44,6 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import ConfigError, MissingFileError
 from asr_pe.data.dataset import ASRDataset, collate
+from asr_pe.data.features import FbankExtractor
 from asr_pe.data.manifest import ManifestError, Utterance, read_manifest
 from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.evaluation.buckets import (
@@ -61,10 +62,11 @@ from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
 from asr_pe.evaluation.identity import check_result_owner, forget_in_context, result_identity
 from asr_pe.evaluation.input_checks import check_eval_inputs
 from asr_pe.evaluation.provenance import checkpoint_record
+from asr_pe.evaluation.rate import Rate, rate_of
 from asr_pe.evaluation.reuse import SETTINGS, Reuse, decoding_settings, stale_reason
 from asr_pe.evaluation.scoring import score_record
 from asr_pe.evaluation.settings import eval_settings
-from asr_pe.inference.decode import decode_batch
+from asr_pe.inference.decode import decode_batch, effective_method
 from asr_pe.inference.device import resolve_device
 from asr_pe.inference.full_context import resolve_block_size
 from asr_pe.inference.remedies import (
@@ -203,13 +205,17 @@ def _evaluate_run(run_dir: Path, cfg_overrides, device, *, corpus_manifests: Cor
     train_s = float(settings["train_length_s"] or run_train_seconds(run_dir)) if remedies else None
     if remedies:
         suffix = suffix or remedy_suffix(remedies)
+    # eval.tempo / eval.hop_ms (asr_pe/evaluation/rate.py): another speaking rate is another result,
+    # in eval/<set><suffix>_tempo<f>_hop<ms> whatever the suffix is otherwise, never the plain folder
+    rate = rate_of(settings, float(cfg.data.features.frame_shift_ms))
+    suffix += rate.suffix
     ckpt = find_checkpoint(run_dir, settings["checkpoint"])
     checkpoint = checkpoint_record(ckpt, hint=EVALUATE_ANOTHER)  # written into every result of this call
     # what each set's numbers follow from besides the checkpoint: written beside them, and
     # compared before a result is reused
     recorded = {name: decoding_settings(manifest=path, settings=settings, decode=decode,
                                         remedy=remedy_label(remedies), train_length_s=train_s,
-                                        device=device)
+                                        device=device, rate=rate.record())
                 for name, path in test_sets.items()}
     for name, path in test_sets.items():  # every set checked before the first is decoded
         check_result_owner(result_dir(run_dir, name, suffix), path, recorded[name])
@@ -230,7 +236,8 @@ def _evaluate_run(run_dir: Path, cfg_overrides, device, *, corpus_manifests: Cor
                 to_decode.append(name)
     if to_decode:
         results.update(_decode_sets(run_dir, cfg, settings, decode, device, ckpt, checkpoint, remedies, train_s,
-                                    suffix, {name: test_sets[name] for name in to_decode}, test_utts, recorded))
+                                    suffix, {name: test_sets[name] for name in to_decode}, test_utts, recorded,
+                                    rate))
         if reuse is not None:
             reuse.decoded += [result_name(name, suffix) for name in to_decode]
     # a long-form set evaluated with the set holding its parts: the in-context ratio beside it,
@@ -249,14 +256,22 @@ def _evaluate_run(run_dir: Path, cfg_overrides, device, *, corpus_manifests: Cor
 def _decode_sets(run_dir: Path, cfg: DictConfig, settings: Mapping[str, Any], decode: dict, device: str,
                  ckpt: Path, checkpoint: dict, remedies: list, train_s: float | None, suffix: str,
                  test_sets: Mapping[str, str], test_utts: Mapping[str, list[Utterance]],
-                 recorded: Mapping[str, dict]) -> dict[str, list[dict]]:
+                 recorded: Mapping[str, dict], rate: Rate = Rate()) -> dict[str, list[dict]]:
     """Load the model and decode ``test_sets``, writing each one's result folder; {name: rows}."""
     cfg, model, tokenizer, features, cmvn, loaded = load_run(run_dir, settings["checkpoint"], device)
+    if rate.hop_ms is not None:
+        # eval.hop_ms: the run's filterbank with another frame shift (window, bins, rate kept); its
+        # CMVN statistics are per bin, so they apply unchanged
+        features = FbankExtractor(num_mel_bins=features.num_mel_bins, sample_rate=features.sample_rate,
+                                  frame_length_ms=features.frame_length_ms, frame_shift_ms=rate.hop_ms,
+                                  dither=features.dither)
     if loaded != ckpt:  # best.ckpt written since it was looked for: record what was loaded
         checkpoint = checkpoint_record(loaded, hint=EVALUATE_ANOTHER)
-    if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
-        decode["method"] = "attention"
-        log.info("model has no CTC head: decoding with the attention decoder")
+    method = decode.get("method", "greedy")
+    decode["method"] = effective_method(method, has_ctc=model.ctc_head is not None,
+                                        has_transducer=model.transducer is not None)
+    if decode["method"] != method:
+        log.info("model has no CTC head: decode.method=%s decodes with %s", method, decode["method"])
     block_size = settings["block_size"]
     if str(block_size) != "auto":
         # chunked mode runs model.encoder itself: an explicit block size applies there too (auto
@@ -278,7 +293,8 @@ def _decode_sets(run_dir: Path, cfg: DictConfig, settings: Mapping[str, Any], de
     with remedies_applied(model, remedies, train_s):
         for name, path in test_sets.items():
             utts = test_utts[name]
-            ds = ASRDataset(utts, None, features, cmvn, None)
+            # eval.tempo: each wave stretched before its features; records carry the stretched durations
+            ds = ASRDataset(utts, None, features, cmvn, None, tempo=rate.tempo)
             # num_replicas=1, rank=0: this process decodes every batch, even inside a process group
             # (after DDP training the sampler would otherwise take this rank's share only)
             sampler = DurationBucketSampler([u.duration for u in utts], float(settings["batch_seconds"]),
@@ -314,12 +330,13 @@ def _decode_sets(run_dir: Path, cfg: DictConfig, settings: Mapping[str, Any], de
                     "decode": decode, "mode": mode,
                     **({"chunk_s": settings["chunk_s"], "overlap_s": settings["overlap_s"]} if mode == "chunked"
                        else {"block_size": block_size}),
-                    "edges": describe_edges(edges_spec, edges), "device": device, **remedy_meta,
+                    "edges": describe_edges(edges_spec, edges), "device": device, **remedy_meta, **rate.record(),
                     SETTINGS: recorded[name], "seconds": round(time.time() - t0, 1)}
             write_per_utt(records, out / PER_UTT)
             write_bucket_files(rows, out, meta=meta)
             print(f"\n[asr_pe] {name}: pe={meta['pe']} loss={meta['loss']} decode={decode.get('method')} "
-                  f"device={device}" + (f" remedy={remedy_meta['remedy']}" if remedy_meta else ""))
+                  f"device={device}" + (f" remedy={remedy_meta['remedy']}" if remedy_meta else "")
+                  + "".join(f" {k}={v:g}" for k, v in rate.record().items()))
             print(format_table(rows))
             print(f"bucket edges (s): {meta['edges']}; buckets without utterances have no row")
             results[result_name(name, suffix)] = rows

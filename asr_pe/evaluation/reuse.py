@@ -16,7 +16,8 @@ the same checkpoint bytes with the same settings; `stale_reason` says why not, e
   one of this evaluation: everything a set's numbers follow from besides the checkpoint: the
   manifest's bytes (the ladder itself; its path is not compared, so a moved cache still counts),
   decoding method, mode, chunking, block size, remedy and its training length, bucket edges,
-  bootstrap draws, batch size and device. A folder written before the record existed has none
+  bootstrap draws, batch size, device and, when not the plain one, the speaking rate (``tempo``,
+  ``hop_ms``). A folder written before the record existed has none
   and is decoded again: its settings are unknown.
 
 Reused results are read back as written, so what is built on them (the ladder's report and
@@ -49,8 +50,10 @@ def _plain(value: Any) -> Any:
 
 
 # the decode keys each method reads (asr_pe.inference.decode.decode_batch); the attention and joint
-# decoders read the whole section
-DECODE_KEYS = {"greedy": (), "beam": ("beam",)}
+# decoders read the whole section but the transducer's own keys
+DECODE_KEYS = {"greedy": (), "beam": ("beam",), "transducer_greedy": ("max_symbols_per_frame",),
+               "transducer_beam": ("beam",)}
+TRANSDUCER_KEYS = ("max_symbols_per_frame",)
 
 
 def decode_record(decode: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,17 +62,20 @@ def decode_record(decode: Mapping[str, Any]) -> dict[str, Any]:
     decode = dict(decode)
     method = decode.get("method", "greedy")
     if method not in DECODE_KEYS:
-        return decode
+        return {k: v for k, v in decode.items() if k not in TRANSDUCER_KEYS}
     return {"method": method, **{k: decode[k] for k in DECODE_KEYS[method] if k in decode}}
 
 
 def decoding_settings(*, manifest: str | Path, settings: Mapping[str, Any], decode: Mapping[str, Any],
-                      remedy: str, train_length_s: float | None, device: str) -> dict[str, Any]:
+                      remedy: str, train_length_s: float | None, device: str,
+                      rate: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The record of what one set's result follows from besides the checkpoint: ``settings`` are
     the resolved ``eval`` settings (`asr_pe.evaluation.settings.eval_settings`), ``decode`` the
     decoding asked for, ``remedy`` the remedies' label ("" for none) with the training length
     they scale by, ``device`` the resolved device (decodings on CPU and GPU may differ in the
-    last digits)."""
+    last digits), ``rate`` the speaking rate's keys (`asr_pe.evaluation.rate.Rate.record`: ``tempo``
+    and ``hop_ms`` where they are not the plain ones; absent otherwise, so the records of plain
+    results written before the rate existed still match)."""
     return _plain({
         "manifest_sha256": file_sha256(manifest),
         "decode": decode_record(decode),
@@ -83,6 +89,7 @@ def decoding_settings(*, manifest: str | Path, settings: Mapping[str, Any], deco
         "n_boot": int(settings["n_boot"]),
         "batch_seconds": float(settings["batch_seconds"]),
         "device": device,
+        **dict(rate or {}),
     })
 
 

@@ -22,7 +22,7 @@ import torch
 from asr_pe.errors import ConfigError
 
 from .chunked import encode_chunked
-from .decode import check_decode_settings, decode_batch
+from .decode import check_decode_settings, decode_batch, effective_method
 from .device import resolve_device
 from .full_context import encode_full, resolve_block_size
 from .remedies import check_remedies, parse_remedies, remedies_applied, remedy_label, run_train_seconds
@@ -135,11 +135,12 @@ def transcribe_file(
     device = resolve_device(device)
     decode = dict(decode or {"method": "greedy"})
     run_cfg = load_run_config(run_dir)
-    check_decode_settings(decode, ctc_weight=float(run_cfg.loss.get("ctc_weight", 1.0)))
+    check_decode_settings(decode, ctc_weight=float(run_cfg.loss.get("ctc_weight", 1.0)),
+                          transducer=bool(run_cfg.loss.get("transducer")))
     file_rate = check_audio_long_enough(audio, encoder_frames_fn(run_cfg), offset=offset, duration=duration)
     _, model, tokenizer, extractor, cmvn, ckpt = load_run(run_dir, checkpoint, device)
-    if decode.get("method", "greedy") in ("greedy", "beam") and model.ctc_head is None:
-        decode["method"] = "attention"
+    decode["method"] = effective_method(decode.get("method", "greedy"), has_ctc=model.ctc_head is not None,
+                                        has_transducer=model.transducer is not None)
     encode = make_encode_fn(model, mode, block_size=block_size, chunk_s=chunk_s, overlap_s=overlap_s)
     remedies = parse_remedies(remedy)
     if remedies:

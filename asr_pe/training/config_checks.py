@@ -176,7 +176,8 @@ def check_train_config(cfg: DictConfig) -> None:
         raise ConfigError(f"threads={threads!r}: a whole number >= 1, or null (torch's default, one per core)")
     check_optim(_plain(cfg.optim))
     check_trainer(_plain(cfg.trainer))
-    check_decode_settings(_plain(cfg.get("decode")) or {}, ctc_weight=float(cfg.loss.get("ctc_weight", 1.0)))
+    check_decode_settings(_plain(cfg.get("decode")) or {}, ctc_weight=float(cfg.loss.get("ctc_weight", 1.0)),
+                          transducer=bool(cfg.loss.get("transducer")))
     if cfg.get("eval_after_train", True):
         eval_settings(None, cfg.get("eval"))  # eval.mode=bogus: now, not after training
 

@@ -1,4 +1,4 @@
-"""LightningModule: losses (CTC, seq2seq, hybrid), optimiser and schedule, validation CER/WER.
+"""LightningModule: losses (CTC, seq2seq, hybrid, transducer, hybrid_transducer), optimiser and schedule, validation CER/WER.
 
 Distributed data parallel: every collective must be issued by every rank in the same order, so
 nothing here depends on one rank's data alone. A non-finite training loss on any rank skips the
@@ -21,7 +21,8 @@ from asr_pe.decoding.ctc import ctc_greedy
 from asr_pe.data.sampler import DurationBucketSampler
 from asr_pe.evaluation.scoring import score_utterance
 from asr_pe.models.asr import ASRModel
-from asr_pe.models.losses import LabelSmoothingLoss, add_sos_eos, ctc_loss, hybrid_loss
+from asr_pe.models.asr import second_head
+from asr_pe.models.losses import LabelSmoothingLoss, add_sos_eos, ctc_loss, hybrid_loss, transducer_loss
 
 from .schedules import lr_multiplier
 
@@ -33,7 +34,7 @@ VAL_SUMS = ("errors", "ref_words", "char_errors", "ref_chars", "loss", "loss_wei
 
 
 class ASRModule(L.LightningModule):
-    """Wraps an `ASRModel`. ``loss_cfg``: {name, ctc_weight, label_smoothing};
+    """Wraps an `ASRModel`. ``loss_cfg``: {name, ctc_weight, label_smoothing | transducer};
     ``optim_cfg``: {lr, weight_decay, betas, schedule, warmup_steps, min_lr_ratio}."""
 
     def __init__(self, model: ASRModel, tokenizer: Any, loss_cfg: Mapping[str, Any],
@@ -46,7 +47,10 @@ class ASRModule(L.LightningModule):
         self.total_steps = total_steps
         self.ctc_weight = float(self.loss_cfg.get("ctc_weight", 1.0))
         assert 0.0 <= self.ctc_weight <= 1.0, f"loss.ctc_weight must be in [0, 1], got {self.ctc_weight}"
-        if self.ctc_weight < 1.0:
+        self.second = second_head(self.loss_cfg)
+        if self.second == "transducer":
+            assert model.transducer is not None, f"loss={self.loss_cfg.get('name')} needs a transducer head"
+        elif self.ctc_weight < 1.0:
             assert model.decoder is not None, f"loss={self.loss_cfg.get('name')} needs an attention decoder"
             self.att_loss = LabelSmoothingLoss(
                 model.vocab_size, padding_idx=-1, smoothing=float(self.loss_cfg.get("label_smoothing", 0.1))
@@ -70,7 +74,15 @@ class ASRModule(L.LightningModule):
             if n_bad:
                 self.dropped_utterances += n_bad
             parts["ctc"] = ctc.detach()
-        if self.ctc_weight < 1:
+        if self.second == "transducer":
+            # the second head's loss in the place of the attention loss: λ·CTC + (1 − λ)·transducer
+            att, finite = transducer_loss(self.model.transducer, enc, enc_lengths, batch["tokens"],
+                                          batch["token_lengths"])
+            n_bad = int((~finite).sum())
+            if n_bad:
+                self.dropped_utterances += n_bad
+            parts["transducer"] = att.detach()
+        elif self.ctc_weight < 1:
             dec_in, dec_target = add_sos_eos(batch["tokens"], self.tokenizer.sos_id, self.tokenizer.eos_id)
             logits = self.model.decoder(dec_in, batch["token_lengths"] + 1, enc, enc_lengths)  # (B, U+1, V)
             att = self.att_loss(logits, dec_target)
@@ -139,7 +151,11 @@ class ASRModule(L.LightningModule):
         if "acc_total" in parts:
             sums["acc_correct"], sums["acc_total"] = float(parts["acc_correct"]), float(parts["acc_total"])
         enc, enc_lengths = self.model.encode(batch["features"], batch["feature_lengths"])
-        if self.ctc_weight > 0:
+        if self.second == "transducer":  # the transducer is the head that is decoded (CTC is its helper)
+            from asr_pe.decoding.transducer import transducer_greedy
+
+            hyps = transducer_greedy(self.model.transducer, enc, enc_lengths)
+        elif self.ctc_weight > 0:
             hyps = ctc_greedy(self.model.ctc_log_probs(enc), enc_lengths, blank=self.tokenizer.blank_id)
         else:  # seq2seq: greedy attention decoding (beam 1)
             from asr_pe.decoding.attention_decoding import attention_decode
