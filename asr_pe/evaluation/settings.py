@@ -19,6 +19,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from asr_pe.errors import UserError
 from asr_pe.evaluation.buckets import resolve_edges
+from asr_pe.evaluation.rate import RateError, check_rate_settings
 from asr_pe.inference.full_context import resolve_block_size
 from asr_pe.inference.remedies import RemedyError, parse_remedies
 from asr_pe.inference.transcribe import MODES
@@ -67,6 +68,10 @@ def check_eval_settings(settings: Mapping[str, Any]) -> None:
     if settings["train_length_s"] is not None and not (
             isinstance(settings["train_length_s"], (int, float)) and settings["train_length_s"] > 0):
         raise EvalSettingsError(f"eval.train_length_s={settings['train_length_s']!r}: must be a number of seconds > 0")
+    try:
+        check_rate_settings(settings)
+    except RateError as e:
+        raise EvalSettingsError(str(e)) from None
     if settings["mode"] not in MODES:
         raise EvalSettingsError(f"eval.mode={settings['mode']!r}: choose one of {MODES}")
     # eval.suffix names a folder beside the others (eval/test, eval/test_joint, ...)
