@@ -47,10 +47,18 @@ def may_use_flex(bias_mode: str, device_type: str, dropout_p: float) -> bool:
             and (bias_mode == "flex" or (bias_mode == "auto" and device_type == "cuda")))
 
 
-def use_flex(bias_mode: str, device_type: str, dropout_p: float, layout: BlockBias | None) -> bool:
+# torch's compiled flex kernel: "NYI: embedding dimension of the query, key, and value must be at
+# least 16" (torch 2.11 on an H100, head size 4)
+MIN_HEAD_SIZE = 16
+
+
+def use_flex(bias_mode: str, device_type: str, dropout_p: float, layout: BlockBias | None,
+             head_size: int = MIN_HEAD_SIZE) -> bool:
     """Whether an attention call whose PE offered ``layout`` takes the flex path (see the module
-    docstring); flex has no attention dropout."""
+    docstring); flex has no attention dropout, and compiled (CUDA) no head below 16."""
     if layout is None or dropout_p > 0 or not flex_available():
+        return False
+    if device_type == "cuda" and head_size < MIN_HEAD_SIZE:
         return False
     if bias_mode == "flex":
         return True

@@ -114,6 +114,7 @@ def test_when_the_flex_path_applies():
     assert flex.use_flex("flex", "cpu", 0.0, t5)
     assert not flex.use_flex("flex", "cpu", 0.0, None)  # a PE with no compact bias (RoPE, REM, none)
     assert flex.use_flex("auto", "cuda", 0.0, t5) == type(t5).flex_on_cuda
+    assert not flex.use_flex("flex", "cuda", 0.0, t5, head_size=8)  # the compiled kernel needs >= 16
 
 
 def test_rope_and_blocked_long_inputs_keep_their_paths(monkeypatch):
@@ -131,10 +132,15 @@ def test_rope_and_blocked_long_inputs_keep_their_paths(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention's backward runs on CUDA only")
 @pytest.mark.parametrize("name", ["t5", "shaw", "relative", "alibi_learned"])
 def test_flex_gradients_on_cuda_equal_reference(name):
-    pe = hook(PES[name]).cuda()
+    d_model = 64  # heads of 16: the compiled kernel's least
+    torch.manual_seed(0)
+    pe = build_positional(PES[name], d_model=d_model, n_heads=H, n_layers=1).layer(0).cuda()
+    with torch.no_grad():
+        for p in pe.parameters():
+            p.add_(0.1 * torch.randn_like(p))
     torch.manual_seed(1)
-    mha = MultiHeadAttention(D, H, bias_mode="flex").cuda()
-    x = torch.randn(3, 200, D, device="cuda", requires_grad=True)
+    mha = MultiHeadAttention(d_model, H, bias_mode="flex").cuda()
+    x = torch.randn(3, 200, d_model, device="cuda", requires_grad=True)
     lengths = [200, 150, 64]
     pad = make_pad_mask(torch.tensor(lengths, device="cuda"), 200)
     out, _ = mha(x, pad, pe=pe)

@@ -199,6 +199,14 @@ def offset_rows(d: torch.Tensor, width: int) -> torch.Tensor:
     return rows  # (..., Tq, width)
 
 
+def offset_origin(n_queries: int, device: torch.device) -> torch.Tensor:
+    """Tq − 1 as a 0-dim int tensor: the column of offset i − j = 0 for query 0, read by a
+    FlexAttention ``score_mod``. A tensor, not an int: torch.compile with dynamic shapes makes an
+    int taken from a shape symbolic, and Inductor (torch 2.11) fails to lower a score_mod
+    capturing one ("'ShapeAsConstantBuffer' object has no attribute 'dtype'", seen on an H100)."""
+    return torch.tensor(n_queries - 1, device=device)
+
+
 class BlockBias:
     """A PE's ``logits_bias`` in a compact form, for CPU training with a learned bias
     (``attention_fast_paths.SDPAWithBlockBias``): it lays out the bias of any block of query
@@ -272,7 +280,7 @@ class ToeplitzBias(BlockBias):
         return self.laid_out()[..., :n]
 
     def score_mod(self):
-        per_offset, last = self.inputs[0], self.n_queries - 1
+        per_offset, last = self.inputs[0], offset_origin(self.n_queries, self.inputs[0].device)
 
         def add_offset_bias(score, b, h, q_idx, kv_idx):
             return score + per_offset[h, last - q_idx + kv_idx]  # column of offset i − j

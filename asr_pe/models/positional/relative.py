@@ -30,7 +30,7 @@ import weakref
 import torch
 from torch import nn
 
-from .base import AttentionPE, BlockBias, offset_rows, register_attention_pe
+from .base import AttentionPE, BlockBias, offset_origin, offset_rows, register_attention_pe
 from .position_maps import build_position_map
 from .sinusoidal import sinusoid
 
@@ -227,7 +227,7 @@ class RelativeBlockBias(BlockBias):
         # (B, H, Tq, Tq + Tk − 1): the q·R product over every offset, as the unblocked bias path
         # computes it; the score reads its column of offset i − j
         bd = torch.matmul(qv, p.transpose(-2, -1))
-        last = self.n_queries - 1
+        last = offset_origin(self.n_queries, bd.device)
 
         def add_position_term(score, b, h, q_idx, kv_idx):
             return score + bd[b, h, q_idx, last - q_idx + kv_idx]

@@ -189,12 +189,14 @@ class ShawBlockBias(BlockBias):
         return self.pe._bias_for_ranges(self._r[b:b + 1, :, s:e], top, n)  # (1, H, e − s, n)
 
     def score_mod(self):
-        r, k, clip = self.inputs[0], self.pe.max_distance, self.pe.beyond == "clip"
-        shift = self.k0 - self.q_pos[0]  # j − i of query 0 against key 0
+        r, clip = self.inputs[0], self.pe.beyond == "clip"
+        # tensors, not ints (see ``offset_origin``): j − i of query 0 against key 0, and k
+        shift = torch.tensor(self.k0 - self.q_pos[0], device=r.device)
+        k = torch.tensor(self.pe.max_distance, device=r.device)
 
         def add_shaw_bias(score, b, h, q_idx, kv_idx):
             rel = kv_idx - q_idx + shift  # j − i
-            bias = r[b, h, q_idx, rel.clamp(-k, k) + k]  # column c(j − i) of q_i·a^K/√d
+            bias = r[b, h, q_idx, torch.clamp(rel, -k, k) + k]  # column c(j − i) of q_i·a^K/√d
             if not clip:  # beyond the window: the zero row
                 bias = torch.where(rel.abs() <= k, bias, torch.zeros_like(bias))
             return score + bias
