@@ -33,7 +33,7 @@ MODULES = ["asr_pe.data.librispeech", "asr_pe.data.tedlium", "asr_pe.data.kaldi_
            "asr_pe.bench.grad_check", "asr_pe.bench.recipe_smoke", "asr_pe.results_table",
            "asr_pe.evaluation.alignment_report", "asr_pe.data.lhotse_manifests"]
 HYDRA_ENTRIES = ["train.py", "evaluate.py", "transcribe.py", "scripts/attention_vs_length.py",
-                 "scripts/plot_attention.py", "scripts/evaluate_ladder.py"]
+                 "scripts/plot_attention.py", "scripts/evaluate_ladder.py", "scripts/evaluate_rates.py"]
 
 
 def module_file(module: str) -> Path:
