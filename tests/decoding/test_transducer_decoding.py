@@ -103,3 +103,36 @@ def test_symbols_per_frame_cap():
     beam = transducer_beam(h, enc[0], beam=3)
     assert all(len(labels) == 4 for labels, _ in beam)  # one symbol per frame at most
     assert math.isfinite(beam[0][1])
+
+
+class LargestTensor(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the most elements of any tensor an operator returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_decoding_never_builds_a_time_by_label_tensor(search):
+    """Frame by frame: nothing bigger than the encoder's own projection (T × J) is created, so
+    memory does not grow with T × U (a T × U × V lattice here would be 200 × 100+ × 5)."""
+    h = head(vocab=5, seed=9)
+    with torch.no_grad():
+        h.joiner.out.bias[h.blank] -= 2.0  # many labels: U grows with T
+    T = 200
+    enc = torch.randn(1, T, 6)
+    with LargestTensor() as spy:
+        if search == "greedy":
+            (hyp,) = transducer_greedy(h, enc, torch.tensor([T]), max_symbols_per_frame=2)
+        else:
+            hyp = transducer_beam(h, enc[0], beam=3)[0][0]
+    assert len(hyp) > T // 4  # a long label sequence was decoded
+    assert spy.largest <= T * h.joiner.enc_proj.out_features  # the (T, J) projection of the frames, at most
