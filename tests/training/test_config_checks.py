@@ -98,6 +98,38 @@ def test_decode_settings_that_work(decode, ctc_weight):
     check_decode_settings(decode, ctc_weight=ctc_weight)
 
 
+@pytest.mark.parametrize("decode, ctc_weight, transducer, message", [
+    ({"method": "transducer_greedy"}, 1.0, False, r"decode\.method=transducer_greedy: this model has no transducer head"),
+    ({"method": "transducer_beam"}, 0.0, False, r"decode\.method=transducer_beam: this model has no transducer head"),
+    ({"method": "attention"}, 0.0, True, r"decode\.method=attention: this model has a transducer head, not an attention "
+                                         r"decoder; use decode\.method=transducer_greedy or transducer_beam$"),
+    ({"method": "joint"}, 0.3, True, r"decode\.method=joint: .* \(or greedy / beam for its CTC head\)"),
+    ({"method": "transducer_greedy", "max_symbols_per_frame": 0}, 0.0, True,
+     r"decode\.max_symbols_per_frame=0: must be an integer >= 1"),
+])
+def test_decode_settings_against_a_transducer(decode, ctc_weight, transducer, message):
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        check_decode_settings(decode, ctc_weight=ctc_weight, transducer=transducer)
+
+
+@pytest.mark.parametrize("decode, ctc_weight", [
+    ({"method": "transducer_greedy", "max_symbols_per_frame": 2}, 0.0), ({"method": "transducer_beam", "beam": 4}, 0.0),
+    ({"method": "greedy"}, 0.0),  # loss=transducer: its own greedy search
+    ({"method": "beam"}, 0.3),  # hybrid_transducer: the CTC head's prefix beam search
+])
+def test_transducer_decode_settings_that_work(decode, ctc_weight):
+    check_decode_settings(decode, ctc_weight=ctc_weight, transducer=True)
+
+
+def test_greedy_and_beam_on_a_model_without_ctc_head():
+    from asr_pe.inference.decode import effective_method
+
+    assert effective_method("greedy", has_ctc=False, has_transducer=True) == "transducer_greedy"
+    assert effective_method("beam", has_ctc=False, has_transducer=True) == "transducer_beam"
+    assert effective_method("beam", has_ctc=False, has_transducer=False) == "attention"
+    assert effective_method("greedy", has_ctc=True, has_transducer=True) == "greedy"  # hybrid_transducer's CTC head
+
+
 def test_transcribe_mode_settings():
     check_mode_settings("chunked", 20.0, 0, "auto")
     for args, message in [(("stream", 20.0, 4.0, "auto"), r"^mode='stream': choose one of full, chunked"),
