@@ -54,7 +54,7 @@ def build_model(name: str, cfg, max_frames: int) -> torch.nn.Module:
         # "reference": every attention written out (softmax(QK^T/sqrt(d) + bias) V), the path the fused
         # ones are tested against, so the benchmark shows what the fused paths save in time and memory
         # "flex": FlexAttention wherever a PE offers its bias in compact form (attention_flex.py),
-        # whatever ``flex_on_cuda`` says, so the GPU check measures it against "fused"
+        # whatever ``flex_min_keys_cuda`` says, so the GPU check measures it against "fused"
         path = getattr(cfg, "attention", "fused")
         for m in model.modules():
             if isinstance(m, MultiHeadAttention):

@@ -11,7 +11,7 @@ Steps, in the order they run (cheap and most telling first, so a call cut short 
 * ``bench_fused`` / ``bench_flex`` / ``bench_reference``: every PE's training step (bf16) at
   T = 250 / 1000 / 4000, time and peak memory, ratios to ``none`` of the same run, with the model's
   fused attention paths, with FlexAttention for every bias a PE offers in compact form (what sets
-  ``BlockBias.flex_on_cuda``), and with every attention written out (`asr_pe.bench.runner`,
+  ``BlockBias.flex_min_keys_cuda``), and with every attention written out (`asr_pe.bench.runner`,
   ``--attention``);
 * ``long``: one 60-minute recording decoded in one pass per PE, peak GPU memory (bench long mode);
 * ``smoke``: both corpus recipes' smoke runs with ``trainer=gpu`` (bf16), side by side, and their

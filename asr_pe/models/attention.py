@@ -192,7 +192,7 @@ class MultiHeadAttention(nn.Module):
                 or not flex.may_use_flex(self.bias_mode, q.device.type, dropout_p)):
             return None
         layout = pe.block_bias(q, q_pos, k_pos)  # from the untransformed q, as logits_bias
-        if not flex.use_flex(self.bias_mode, q.device.type, dropout_p, layout, q.size(-1)):
+        if not flex.use_flex(self.bias_mode, q.device.type, dropout_p, layout, q.size(-1), k.size(2)):
             return None
         q, k = pe.transform_qk(q, k, q_pos, k_pos)
         out = flex.attend_flex(q, k, v, layout, key_padding_mask, causal, self.window)

@@ -10,9 +10,10 @@ bias gradient into the compact tensors. A block mask skips whole tiles of paddin
 window remedy, of keys outside the window.
 
 Where it runs:
-* ``bias_mode="auto"`` on CUDA, unblocked attention without attention dropout, for a layout whose
-  class sets ``flex_on_cuda`` (what the GPU check measured faster than the SDPA path; see
-  docs/benchmarks.md, "FlexAttention");
+* ``bias_mode="auto"`` on CUDA, unblocked attention without attention dropout, from the number of
+  keys where the GPU check measured it faster than the SDPA path for the layout
+  (``BlockBias.flex_min_keys_cuda``: T5 and Shaw from 3000, ALiBi from 4000, relative never;
+  docs/benchmarks.md, "FlexAttention"); it always used much less memory;
 * ``bias_mode="flex"`` on any device (CUDA: compiled; CPU: torch's eager implementation, which
   materialises the scores and has no backward, so only without gradients: used by the tests to
   hold the path to the reference path's outputs).
@@ -53,7 +54,7 @@ MIN_HEAD_SIZE = 16
 
 
 def use_flex(bias_mode: str, device_type: str, dropout_p: float, layout: BlockBias | None,
-             head_size: int = MIN_HEAD_SIZE) -> bool:
+             head_size: int = MIN_HEAD_SIZE, n_keys: int = 0) -> bool:
     """Whether an attention call whose PE offered ``layout`` takes the flex path (see the module
     docstring); flex has no attention dropout, and compiled (CUDA) no head below 16."""
     if layout is None or dropout_p > 0 or not flex_available():
@@ -62,7 +63,8 @@ def use_flex(bias_mode: str, device_type: str, dropout_p: float, layout: BlockBi
         return False
     if bias_mode == "flex":
         return True
-    return bias_mode == "auto" and device_type == "cuda" and getattr(layout, "flex_on_cuda", False)
+    least = layout.flex_min_keys_cuda
+    return bias_mode == "auto" and device_type == "cuda" and least is not None and n_keys >= least
 
 
 @lru_cache(maxsize=1)

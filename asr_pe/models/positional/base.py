@@ -230,9 +230,9 @@ class BlockBias:
         """``rows``: ``offset_rows(d_s, (e − s) + n − 1)`` when the caller has it already."""
         raise NotImplementedError
 
-    # FlexAttention (``attention_flex.py``): whether the GPU check measured the flex path faster than
-    # SDPA for this layout on CUDA, so ``bias_mode="auto"`` takes it there
-    flex_on_cuda: bool = False
+    # FlexAttention (``attention_flex.py``): from how many keys the flex path measured faster than
+    # the SDPA path on CUDA for this layout, so ``bias_mode="auto"`` takes it there (None: never)
+    flex_min_keys_cuda: int | None = None
 
     def score_mod(self):
         """The bias as a FlexAttention ``score_mod(score, b, h, q_idx, kv_idx)`` over the whole
@@ -261,6 +261,13 @@ class ToeplitzBias(BlockBias):
     ``descending_offsets`` (T5, ALiBi with a learned scale). The (1, H, Tq, Tk) layout is built
     once (``toeplitz``) and blocks are views of it; a block's gradient is summed per offset
     (its diagonals, ``offset_rows``) into the (H, Tq + Tk − 1) gradient."""
+
+    @property
+    def flex_min_keys_cuda(self) -> int:
+        # H100, bf16 training step (docs/benchmarks.md, "FlexAttention"): a learned table (T5)
+        # faster through flex from T = 3000 (1.50x of none against 1.83x; 2000: 1.62 vs 1.59),
+        # fixed slopes (ALiBi) from T = 4000 (1.08x against 1.31x; 3000: 1.24 vs 1.10)
+        return 3000 if self.inputs[0].requires_grad else 4000
 
     def __init__(self, per_offset: torch.Tensor, n_queries: int, n_keys: int):
         assert per_offset.size(-1) == n_queries + n_keys - 1, "ToeplitzBias: one value per offset"

@@ -217,6 +217,10 @@ class RelativeBlockBias(BlockBias):
     with p_c the (e − s) + n − 1 rows it needs; its gradient d_rows = ``offset_rows``(d_s) gives
     d_qv = d_rows · p_c and d_p_c = d_rowsᵀ · qv_s:e (summed over the batch)."""
 
+    # flex_min_keys_cuda stays None: through flex the (B, H, Tq, Tq + Tk − 1) product is kept for
+    # the backward and the step was slower and larger at every length measured (H100, bf16:
+    # T = 4000 2.48x of none and 18.2 GB against 2.29x and 10.4 GB; docs/benchmarks.md)
+
     def __init__(self, qv: torch.Tensor, p: torch.Tensor):
         self.inputs = (qv, p)
         self.n_queries = qv.size(-2)

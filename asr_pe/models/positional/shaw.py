@@ -178,6 +178,10 @@ class ShawBlockBias(BlockBias):
     out by rows (``ShawPE._bias_for_ranges``), its gradient gathered back per table column:
     the window's columns from the rows' window, each edge column plus the sum over its repeats."""
 
+    # H100, bf16 training step: flex 1.62x of none against 1.89x at T = 3000, 1.58x against 2.27x at
+    # 4000; slower up to 2000 (1.83x against 1.44x) (docs/benchmarks.md, "FlexAttention")
+    flex_min_keys_cuda = 3000
+
     def __init__(self, pe: ShawPE, r: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
         self.pe, self.inputs = pe, (r,)
         self.n_queries = r.size(-2)
