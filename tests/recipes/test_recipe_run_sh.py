@@ -266,6 +266,13 @@ def _assert_runs_evaluated_and_plotted(work: Path, pes: list[str], sets: list[st
     for s in sets:
         assert {p.name for p in (work / "plots" / s).iterdir()} >= {
             "wer_vs_length.png", "wer_vs_length.csv", "wer_vs_length.md"}, s
+    # the natural sets (not _long, not _talks) also in the CAPE paper's 5 s bins, every PE in the table
+    for s in (s for s in sets if not s.endswith(("_long", "_talks"))):
+        import csv as _csv
+
+        rows = list(_csv.DictReader((work / "plots" / s / "natural_bins.csv").open()))
+        assert (work / "plots" / s / "natural_bins.png").stat().st_size > 10_000, s
+        assert {r["label"] for r in rows} == {f"{pe}/ctc" for pe in pes} and {r["metric"] for r in rows} == {"wer", "cer"}
     # the study's figure: a panel per set, a line per PE; its CSV holds every plotted point
     import csv
 
