@@ -170,7 +170,7 @@ def long_rows(cfg: HeadsConfig, device: torch.device, log=print) -> list[dict]:
         rows.append({"minutes": minutes, "T": T, "decode_s": wall, "peak_mb": peak.peak_mb,
                      "enc_mb": enc.numel() * 4 / 2**20, "lattice_would_be_mb": lattice})
         log(f"{minutes:g} min (T={T}): greedy {wall:.1f} s, peak {peak.peak_mb:.1f} MiB "
-            f"(encoder output {enc.numel() * 4 / 2**20:.0f} MiB; a T x U x V lattice would be {lattice / 2**20:.0f} TiB)")
+            f"(encoder output {enc.numel() * 4 / 2**20:.0f} MiB; a T x U x V lattice would be {lattice / 2**10:.0f} GiB)")
     return rows
 
 
