@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import torch
 
+from asr_pe.models.positional import pe_names
+
 __all__ = ["ALL_PES", "REFERENCE", "TARGETS", "TARGET_LENGTHS", "FRAME_SHIFT_S", "pe_options", "build_model",
            "target_status"]
 
-ALL_PES = ["none", "sinusoidal", "learned", "cape", "conv", "rope", "alibi", "t5", "shaw", "relative", "rem"]
+ALL_PES = pe_names()  # every PE of the package
 REFERENCE = "torchaudio_conformer"
 # Cost targets (what a PE may cost over none): ratio to pe=none (2 CPU threads, default shape) at T = 250 and T = 1000.
 TARGETS = {

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,73 +28,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from asr_pe.errors import UserError
 from asr_pe.models.positional.rope import RoPE, RopeScaling
 from asr_pe.run_folder import run_info_path
 
-ROPE_SCALINGS = {"rope_pi": "pi", "rope_ntk": "ntk", "rope_yarn": "yarn"}
-REMEDIES = ("window", "logit_scale", *ROPE_SCALINGS)
-
-
-class RemedyError(UserError, ValueError):
-    """A remedy spec that cannot apply; the message names the spec and what to do."""
-
-
-@dataclass(frozen=True)
-class Remedy:
-    name: str
-    value: float | None = None  # window: W in seconds (None: the training length)
-
-    @property
-    def label(self) -> str:
-        return self.name if self.value is None else f"{self.name}:{self.value:g}"
-
-
-def parse_remedies(spec: str | None) -> list[Remedy]:
-    """``"rope_yarn+window:10"`` -> [Remedy("rope_yarn"), Remedy("window", 10.0)]; None, "" and
-    "none" -> []."""
-    if spec is None or str(spec).strip().lower() in ("", "none", "null"):
-        return []
-    remedies = []
-    for part in str(spec).split("+"):
-        name, _, value = part.strip().partition(":")
-        if name not in REMEDIES:
-            raise RemedyError(f"eval.remedy={spec!r}: unknown remedy {name!r}; choose from {list(REMEDIES)}, "
-                              "joined by '+' (e.g. rope_yarn+window:10)")
-        if value and name != "window":
-            raise RemedyError(f"eval.remedy={spec!r}: {name} takes no value (only window:<seconds> does)")
-        seconds = None
-        if value:
-            try:
-                seconds = float(value)
-            except ValueError:
-                raise RemedyError(f"eval.remedy={spec!r}: window:<seconds> needs a number, got {value!r}") from None
-            if seconds <= 0:
-                raise RemedyError(f"eval.remedy={spec!r}: the window must be > 0 s, got {seconds:g}")
-        if any(r.name == name for r in remedies):
-            raise RemedyError(f"eval.remedy={spec!r}: {name} given twice")
-        remedies.append(Remedy(name, seconds))
-    if sum(r.name in ROPE_SCALINGS for r in remedies) > 1:
-        raise RemedyError(f"eval.remedy={spec!r}: choose one of {list(ROPE_SCALINGS)}")
-    return remedies
-
-
-def remedy_label(remedies: list[Remedy]) -> str:
-    """The canonical spec ("" for none): the ``remedy`` column of result tables."""
-    return "+".join(r.label for r in remedies)
-
-
-def remedy_suffix(remedies: list[Remedy]) -> str:
-    """A results-folder suffix for a remedy (eval/<set>_<suffix>): ``_window10``, ``_rope_yarn``."""
-    if not remedies:
-        return ""
-    return "_" + re.sub(r"[^A-Za-z0-9_]+", "", remedy_label(remedies).replace("+", "_").replace(".", "p"))
-
-
-def per_utterance(remedies: list[Remedy]) -> bool:
-    """Whether the remedies depend on the padded length of a batch (then encode one by one)."""
-    return any(r.name in ROPE_SCALINGS for r in remedies)
-
+# the specs (names, parsing, folder suffixes) live in a module without torch, for shell recipes
+from .remedy_specs import (  # noqa: F401  (re-exported: the names callers import from here)
+    REMEDIES, ROPE_SCALINGS, Remedy, RemedyError, applies_to, parse_remedies, per_utterance, remedy_label,
+    remedy_suffix,
+)
 
 def run_train_seconds(run_dir: str | Path) -> float:
     """L_tr of a run: the longest training input, ``train_max_duration`` of its run_info.json."""
@@ -181,3 +121,4 @@ def one_by_one(encode: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor
         return enc, torch.stack(out_lengths)
 
     return encode_each
+

@@ -3,7 +3,7 @@
 Two figures, both read from the run directories `wer_vs_length.load_runs` reads and drawn with
 its helpers (`draw_series`, `format_length_axis`, `save_figure`):
 
-``plot_faceted``: one panel per PE family (`PE_FAMILY`: where the PE acts: input stage,
+``plot_faceted``: one panel per PE family (`pe_family`, from the PE classes: where the PE acts: input stage,
 q/k rotation, attention-logit bias, after softmax; unknown names go to ``other``), per encoder or
 per study arm (run_info.json ``arm``; the main study's runs have none). Each panel shows its
 labels' short-set buckets (line: seed mean; band: mean of the seeds' bootstrap CI bounds; x:
@@ -40,6 +40,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from asr_pe.models import positional
+
 from .in_context_table import LabelInContext, label_in_context
 from .study_summary import _remedy_results, ratio_ci
 from .wer_vs_length import (
@@ -47,7 +49,7 @@ from .wer_vs_length import (
     format_length_axis, load_runs, read_run_info, save_figure,
 )
 
-__all__ = ["PE_FAMILY", "FAMILY_ORDER", "REFERENCE", "OTHER", "MAIN_ARM", "FACETS", "pe_family", "facet_members", "LengthRatio",
+__all__ = ["FAMILY_ORDER", "REFERENCE", "OTHER", "MAIN_ARM", "FACETS", "pe_family", "facet_members", "LengthRatio",
            "long_short_ratios", "in_context_ratios", "plot_faceted", "plot_remedies", "make_study_figures"]
 
 log = logging.getLogger(__name__)
@@ -55,17 +57,9 @@ log = logging.getLogger(__name__)
 REFERENCE = "none"           # the family of the PE-free model: drawn as reference in every panel
 OTHER = "other"              # the facet of PE names the map does not know
 
-# Where each PE acts, by the name run_info.json records (``pe``). A combination ``<input>+<attention>``
-# goes by its attention stage (`pe_family`).
-PE_FAMILY: dict[str, str] = {
-    "none": REFERENCE,
-    "sinusoidal": "input", "sinusoidal_sqrtd": "input", "learned": "input", "learned_wrap": "input",
-    "conv": "input", "cape": "input",
-    "rope": "q/k rotation", "rope_pi": "q/k rotation", "rope_yarn": "q/k rotation",  # the last two: rescaled in training
-    "shaw": "logit bias", "relative": "logit bias", "t5": "logit bias", "alibi": "logit bias",
-    "rem": "after softmax",
-}
-FAMILY_ORDER = ("input", "q/k rotation", "logit bias", "after softmax", OTHER)
+# Where each PE acts, from the PE classes (``asr_pe.models.positional.pe_family``), then the PEs
+# no class explains
+FAMILY_ORDER = (*positional.FAMILY_ORDER, OTHER)
 FAMILY_TITLES = {"input": "input stage (added to the features)", "q/k rotation": "q/k rotation",
                  "logit bias": "attention-logit bias", "after softmax": "after softmax", OTHER: "other PEs",
                  REFERENCE: "no PE"}
@@ -78,20 +72,9 @@ DODGE = 0.035                # long-form points of one panel sit this far apart 
 
 
 def pe_family(pe: str | None) -> str:
-    """The family of a PE name (`PE_FAMILY`); ``a+b`` by its attention stage (its last part that is
-    not an input PE), ``other`` for names the map does not know."""
-    name = str(pe or "none")
-    if name in PE_FAMILY:
-        return PE_FAMILY[name]
-    parts = name.split("+")
-    if len(parts) > 1:
-        families = [pe_family(p) for p in parts]
-        attention = [f for f in families if f not in ("input", REFERENCE)]
-        if attention:
-            return attention[-1]
-        if "input" in families:
-            return "input"
-    return OTHER
+    """The facet of a PE name: its family (``asr_pe.models.positional.pe_family``; ``none`` is
+    ``REFERENCE``), ``other`` for names no registered PE explains."""
+    return positional.pe_family(pe) or OTHER
 
 
 def _family_of(s: LabelSeries) -> str:
@@ -309,7 +292,7 @@ def plot_faceted(series_short: Sequence[LabelSeries], series_long: Sequence[Labe
     described below.
 
     ``series_short``/``series_long``: `aggregate` of the short and long-form sets of the same
-    runs (labels matched). ``facet``: ``family`` (`PE_FAMILY`; the ``none`` PE is drawn dashed
+    runs (labels matched). ``facet``: ``family`` (`pe_family`; the ``none`` PE is drawn dashed
     grey in every panel as the reference) or ``encoder`` (run_info.json ``encoder``; ``none`` is
     grey within its encoder's panel) or ``arm`` (run_info.json ``arm``, `MAIN_ARM` without one; as
     ``encoder``). Ratio panel: `long_short_ratios` of ``long_bucket`` over ``ref_bucket``: ratio

@@ -195,11 +195,11 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
     fi
     [[ ",$remedy_pes," == *",$pe,"* ]] || continue
     for remedy in $remedies; do
-      case "$remedy" in rope_*) [ "$pe" = rope ] || continue ;; esac
       if [ "$remedy" = chunked ]; then
         suffix=_chunked; args=(eval.mode=chunked eval.suffix=_chunked)
-      else  # the folder name evaluate.py gives it (remedies.py remedy_suffix: + -> _, . -> p)
-        suffix=${remedy//+/_}; suffix=_$(tr -cd 'A-Za-z0-9_' <<< "${suffix//./p}")
+      else  # whether it applies to this PE, and the folder name evaluate.py gives it: asked of remedy_specs.py
+        [ "$("$PYTHON" -m asr_pe.inference.remedy_specs applies "$remedy" "$pe")" = yes ] || continue
+        suffix=$("$PYTHON" -m asr_pe.inference.remedy_specs suffix "$remedy")
         args=("eval.remedy=$remedy")
       fi
       log "  $(basename "$run"): $remedy (reuse=true: results of this checkpoint and these settings are kept)"

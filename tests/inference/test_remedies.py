@@ -42,6 +42,19 @@ def test_parse_names_values_and_combinations():
     assert per_utterance(parse_remedies("rope_pi")) and not per_utterance(parse_remedies("window+logit_scale"))
 
 
+def test_which_runs_a_remedy_applies_to_and_the_shell_entry_point(capsys):
+    from asr_pe.inference.remedy_specs import applies_to, main
+
+    assert applies_to(parse_remedies("window:2.5+logit_scale"), "t5")
+    assert applies_to(parse_remedies("rope_yarn+window"), "rope") and applies_to(parse_remedies("rope_pi"), "cape+rope")
+    assert not applies_to(parse_remedies("rope_ntk"), "sinusoidal")
+    assert not applies_to(parse_remedies("rope_pi"), "rope_pi")  # trained rescaled: check_remedies refuses a second
+    assert main(["suffix", "rope_yarn+window:2.5"]) == 0 and capsys.readouterr().out == "_rope_yarn_window2p5\n"
+    assert main(["applies", "window", "t5"]) == 0 and capsys.readouterr().out == "yes\n"
+    assert main(["applies", "rope_pi", "t5"]) == 0 and capsys.readouterr().out == "no\n"
+    assert main(["suffix", "windw"]) == 2 and "error: " in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("spec, match", [
     ("windows", "unknown remedy 'windows'"),
     ("rope_pi:3", "takes no value"),

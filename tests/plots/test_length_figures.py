@@ -78,7 +78,7 @@ def test_the_family_map_covers_every_configured_pe_and_combinations_go_by_their_
     names = [yaml.safe_load(p.read_text())["name"] for p in sorted((REPO / "conf" / "pe").glob("*.yaml"))]
     assert len(names) >= 13
     unknown = [n for n in names if lf.pe_family(n) == lf.OTHER]
-    assert not unknown, f"PEs missing from PE_FAMILY: {unknown}"
+    assert not unknown, f"PEs no registered PE class explains: {unknown}"
     assert {lf.pe_family(n) for n in names} == {lf.REFERENCE, *lf.FAMILY_ORDER[:-1]}
     assert lf.pe_family("rope") == "q/k rotation" and lf.pe_family("rem") == "after softmax"
     assert lf.pe_family("cape+rope") == "q/k rotation" and lf.pe_family("sinusoidal+relative") == "logit bias"

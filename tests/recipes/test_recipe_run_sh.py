@@ -26,7 +26,10 @@ TED = REPO / "recipes" / "tedlium3" / "run.sh"
 
 # Every stand-in interpreter starts with this: `python -c` calls (recipes/python.sh's package check,
 # reading a config) go to the real interpreter and are not recorded.
-ANSWER_C = f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
+# The fake python answers the recipes' questions with the real one (-c snippets, and what
+# remedies.py says of a remedy's suffix and the PEs it applies to); every other call is recorded.
+ANSWER_C = (f'#!/usr/bin/env bash\n[ "$1" = -c ] && exec {sys.executable} "$@"\n'
+            f'[ "$1 $2" = "-m asr_pe.inference.remedy_specs" ] && exec {sys.executable} "$@"\n')
 
 FAKE_PYTHON = ANSWER_C + """# Records each call; mimics the files the real scripts would leave behind.
 printf '%s\\n' "$*" >> "$FAKE_LOG"

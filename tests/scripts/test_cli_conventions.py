@@ -31,7 +31,7 @@ SCRIPTS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "scripts").glob
 MODULES = ["asr_pe.data.librispeech", "asr_pe.data.tedlium", "asr_pe.data.kaldi_export", "asr_pe.data.synth",
            "asr_pe.data.synth.ladder", "asr_pe.bench.long_worker",
            "asr_pe.bench.grad_check", "asr_pe.bench.recipe_smoke", "asr_pe.results_table",
-           "asr_pe.evaluation.alignment_report", "asr_pe.data.lhotse_manifests"]
+           "asr_pe.evaluation.alignment_report", "asr_pe.data.lhotse_manifests", "asr_pe.inference.remedy_specs"]
 HYDRA_ENTRIES = ["train.py", "evaluate.py", "transcribe.py", "scripts/attention_vs_length.py",
                  "scripts/plot_attention.py", "scripts/evaluate_ladder.py", "scripts/evaluate_rates.py"]
 

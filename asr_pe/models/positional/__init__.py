@@ -22,6 +22,7 @@ from torch import nn
 
 from .base import (
     ATTENTION_PES,
+    FAMILY_ORDER,
     INPUT_PES,
     AttentionPE,
     InputPE,
@@ -33,11 +34,14 @@ from .base import (
 
 __all__ = [
     "AttentionPE",
+    "FAMILY_ORDER",
     "InputPE",
     "PositionalEncoding",
     "UnknownPEError",
     "available_pes",
     "build_positional",
+    "pe_family",
+    "pe_names",
     "register_attention_pe",
     "register_input_pe",
 ]
@@ -58,6 +62,35 @@ def _load_all() -> None:
 def available_pes() -> dict[str, list[str]]:
     _load_all()
     return {"input": sorted(INPUT_PES), "attention": sorted(ATTENTION_PES)}
+
+
+def pe_names() -> list[str]:
+    """Every PE the package has: ``none``, then the registered ones by family (``FAMILY_ORDER``),
+    by name within one. The one list the benchmark, the figures and the tests read."""
+    _load_all()
+    classes = {**INPUT_PES, **ATTENTION_PES}
+    return ["none"] + sorted(classes, key=lambda n: (FAMILY_ORDER.index(classes[n].family), n))
+
+
+def pe_family(name: str | None) -> str | None:
+    """Where the PE a run names acts (its class's ``family``): ``none`` for no PE; a configured
+    variant ``<pe>_<variant>`` (``conf/pe``: ``rope_pi``, ``sinusoidal_sqrtd``) as its PE;
+    ``<input>+<attention>`` by its attention stage (the input one when that is ``none``); None
+    for a name no registered PE explains."""
+    _load_all()
+    name = str(name or "none")
+    if name == "none":
+        return "none"
+    parts = name.split("+")
+    if len(parts) > 1:
+        families = [pe_family(p) for p in parts]
+        if None in families:
+            return None
+        attention = [f for f in families if f not in ("input", "none")]
+        return attention[-1] if attention else ("input" if "input" in families else "none")
+    classes = {**INPUT_PES, **ATTENTION_PES}
+    base = max((n for n in classes if name == n or name.startswith(n + "_")), key=len, default=None)
+    return None if base is None else classes[base].family
 
 
 class PositionalEncoding(nn.Module):

@@ -21,8 +21,14 @@ from torch import nn
 from asr_pe.errors import UserError
 
 
+# Where a PE acts (``family`` of its class), in the order the study's figures and tables show them.
+FAMILY_ORDER = ("input", "q/k rotation", "logit bias", "after softmax")
+
+
 class InputPE(nn.Module):
     """Input-stage PE: ``forward(x (B, T, D), lengths (B,)) -> (B, T, D)``."""
+
+    family = "input"
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
@@ -37,6 +43,7 @@ class AttentionPE(nn.Module):
     """
 
     fused_ok: bool = True
+    family = "logit bias"  # where it acts (``FAMILY_ORDER``); RoPE and REM say otherwise
     # An inference window in frames (set with ``Encoder.set_attention_window``, None: off). The
     # attention hides keys farther than this itself; only a PE that mixes values outside the
     # softmax (REM's P·V in ``mix_output``) must honour it too.

@@ -104,6 +104,8 @@ def _pair(x: Any, name: str) -> tuple[float, float]:
 
 @register_attention_pe("rem")
 class REMPE(AttentionPE):
+    family = "after softmax"
+
     def __init__(
         self,
         d_model: int,

@@ -127,6 +127,7 @@ def trained_scaling(spec: dict | None, frame_shift_s: float) -> RopeScaling | No
 @register_attention_pe("rope")
 class RoPE(AttentionPE):
     fused_ok = True
+    family = "q/k rotation"
     scaling: RopeScaling | None = None  # an inference remedy; None: plain RoPE
 
     def __init__(
