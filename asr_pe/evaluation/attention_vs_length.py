@@ -91,25 +91,48 @@ def csv_text(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
+BOOTSTRAP_DRAWS = 2000
+
+
+def utterance_ci(rows: list[dict], key: str, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile bootstrap interval of a bucket's mean ``key``, resampling its utterances
+    (each utterance's value: the mean over its layers and heads, so every utterance weighs the
+    same); one model, so it says nothing of seeds. (nan, nan) for fewer than 2 utterances."""
+    per_utt: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        per_utt[r["utt"]].append(r[key])
+    values = np.array([np.mean(v) for v in per_utt.values()])
+    if len(values) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(draws, len(values)))].mean(1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
 def markdown(rows: list[dict], title: str, n_layers: int, local_s: float) -> str:
-    """Per statistic: rows (set, bucket), columns layers + their mean; cells are head+utterance means."""
+    """Per statistic: rows (set, bucket), columns layers + their mean with a 95 % CI over the
+    bucket's utterances; cells are head+utterance means."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["test_set"], r["bucket"])].append(r)
     out = [f"# Attention vs input length — {title}", "",
            "Each cell: mean over the bucket's utterances and the layer's heads "
            "(`scripts/attention_vs_length.py`; `asr_pe/evaluation/attention_stats.py` defines the "
-           f"statistics; local_s = {local_s:g} s).", ""]
+           f"statistics; local_s = {local_s:g} s). *all*: the mean over layers, and its 95 % CI "
+           f"resampling the bucket's utterances (percentile bootstrap, {BOOTSTRAP_DRAWS} draws; "
+           "one model: no seed variation).", ""]
     for key in ("mean_distance_s", "norm_entropy", "local_mass"):
         out += [f"## {TITLES[key]}", "",
                 "| set | bucket (s) | utts | mean dur (s) | " + " | ".join(f"layer {k}" for k in range(n_layers))
-                + " | all |", "| --- | --- | ---: | ---: |" + " ---: |" * (n_layers + 1)]
+                + " | all | 95 % CI (utterances) |", "| --- | --- | ---: | ---: |" + " ---: |" * (n_layers + 2)]
         for (test_set, bucket), rs in groups.items():
             utts = {r["utt"]: r["duration"] for r in rs}
             per_layer = [np.mean([r[key] for r in rs if r["layer"] == k]) for k in range(n_layers)]
             cells = [f"{v:.3f}" if key != "mean_distance_s" else f"{v:.2f}" for v in per_layer]
             all_v = float(np.mean(per_layer))
-            cells.append(f"{all_v:.3f}" if key != "mean_distance_s" else f"{all_v:.2f}")
+            fmt = "{:.3f}" if key != "mean_distance_s" else "{:.2f}"
+            lo, hi = utterance_ci(rs, key)
+            cells += [fmt.format(all_v), "-" if math.isnan(lo) else f"[{fmt.format(lo)}, {fmt.format(hi)}]"]
             out.append(f"| {test_set} | {bucket} | {len(utts)} | {np.mean(list(utts.values())):.1f} | "
                        + " | ".join(cells) + " |")
         out.append("")

@@ -79,9 +79,22 @@ def test_files_and_markdown(sets, tmp_path):
     for title in ("## mean attended distance (s)", "## attention entropy / ln T (0 = one frame, 1 = uniform)",
                   "## share of attention within ±local_s"):
         assert title in md
-    assert "| set | bucket (s) | utts | mean dur (s) | layer 0 | layer 1 | all |" in md
-    # entropy table: layer 0 one-hot, layer 1 uniform, mean of the two; 0-2 holds a and c
-    assert "| test | 0-2 | 2 | 1.2 | 0.000 | 1.000 | 0.500 |" in md
+    assert "| set | bucket (s) | utts | mean dur (s) | layer 0 | layer 1 | all | 95 % CI (utterances) |" in md
+    # entropy table: layer 0 one-hot, layer 1 uniform, mean of the two; 0-2 holds a and c, each
+    # 0.5 over its layers, so every resample of the two utterances has mean 0.5
+    assert "| test | 0-2 | 2 | 1.2 | 0.000 | 1.000 | 0.500 | [0.500, 0.500] |" in md
+
+
+def test_the_interval_resamples_utterances_weighing_each_the_same():
+    from asr_pe.evaluation.attention_vs_length import utterance_ci
+
+    # utterance u: 0 in its 3 rows, v: 1 in its single row: per utterance 0 and 1 (not 1/4 per row);
+    # a quarter of the resamples are (u, u) and a quarter (v, v), so the 2.5 / 97.5 % points are 0 and 1
+    rows = [{"utt": "u", "x": 0.0}] * 3 + [{"utt": "v", "x": 1.0}]
+    assert utterance_ci(rows, "x") == (0.0, 1.0)
+    lo, hi = utterance_ci([{"utt": str(i), "x": float(i)} for i in range(100)], "x")
+    assert 43 < lo < 49.5 < hi < 56  # the mean 49.5 ± 1.96 · 28.9 / √100
+    assert all(math.isnan(v) for v in utterance_ci([{"utt": "u", "x": 1.0}], "x"))
 
 
 def test_csv_leaves_non_finite_numbers_as_python_writes_them():
