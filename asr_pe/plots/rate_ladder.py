@@ -72,6 +72,7 @@ class LabelLadder:
     label: str
     seeds: list
     runs: list[Path]
+    plain: float = 1.0                     # the plain rung's value: tempo 1, or the runs' own hop
     rungs: dict[str, dict[float, RungResult]] = field(default_factory=dict)   # metric -> value -> result
 
 
@@ -122,7 +123,8 @@ def rate_ladder(paths: Iterable[str | os.PathLike], test_set: str, *, axis: str 
                         f"rungs=[{','.join(f'{v:g}' for v in values)}] data.test={test_set}")
                 per_run.append(_aligned(read_records(path), ids, f"{logical_path(r.run_dir)}/eval/{name}"))
             rung_by[value] = per_run
-        ladder = LabelLadder(label, [r.seed for r in group], [r.run_dir for r in group])
+        plain_value = 1.0 if axis == "tempo" else run_hop_ms(group[0].run_dir)
+        ladder = LabelLadder(label, [r.seed for r in group], [r.run_dir for r in group], plain_value)
         for metric, (num_key, den_key) in COUNTS.items():
             base_err = np.array([[float(p[u][num_key]) for u in ids] for p in plain_by])     # (S, R)
             ladder.rungs[metric] = {}
@@ -216,10 +218,10 @@ def plot_rate_ladder(ladders: Sequence[LabelLadder], path: str | os.PathLike, *,
                     f"{'s' if len(lad.seeds) > 1 else ''})")
             ok = ~(np.isnan(lo) | np.isnan(hi))
             ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.15, lw=0)
-    plain = 1.0 if axis == "tempo" else None
-    for ax in (ax_rate, ax_ratio):
-        if plain is not None:
+    for plain in sorted({lad.plain for lad in ladders}):   # as recorded / the runs' own hop
+        for ax in (ax_rate, ax_ratio):
             ax.axvline(plain, color="0.3", ls=":", lw=1)
+    for ax in (ax_rate, ax_ratio):
         ax.set_xlabel(_axis_name(axis))
         ax.grid(True, alpha=0.3)
     ax_rate.set_ylim(bottom=0)

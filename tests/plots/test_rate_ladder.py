@@ -96,3 +96,15 @@ def test_script_cli(runs, tmp_path, capsys):
     assert (out / "rate_tempo.png").exists()
     assert script.main([str(runs), "--test-set", "test", "--out", str(out)]) == 2     # default ladder: 0.9 missing
     assert "error: " in capsys.readouterr().err
+
+
+def test_the_hop_axis_reads_the_runs_own_hop_as_the_plain_rung(runs):
+    for run in runs.iterdir():
+        _write(run, "test_hop12", [5, 5, 5, 5])
+    ladders = {lad.label: lad for lad in rate_ladder([runs], "test", axis="hop_ms", values=[10, 12], n_boot=20)}
+    rope = ladders["rope/ctc"]
+    assert rope.plain == 10.0 and rope.rungs["wer"][10.0].ratio == 1.0
+    # 12 ms: 40 errors over both seeds' 80 words; plain 8 errors: 5x
+    assert rope.rungs["wer"][12.0].rate == pytest.approx(50.0) and rope.rungs["wer"][12.0].ratio == pytest.approx(5.0)
+    with pytest.raises(RateLadderError, match=r"no eval/test_hop8/per_utt.jsonl \(rung hop_ms=8\)"):
+        rate_ladder([runs], "test", axis="hop_ms", values=[8, 10])
