@@ -131,7 +131,7 @@ def test_hybrid_transducer_with_lstm_trains_both_heads(tiny_synth_root, tmp_path
     assert_every_utterance_scored(run / "eval" / "test_ctc", ids, "greedy")  # the CTC head
 
 
-@pytest.mark.slow  # a few minutes on 2 cores
+@pytest.mark.slow  # ~4-6 min on 2 busy cores (600 steps)
 def test_transducer_learns_the_corpus(tiny_synth_root, tmp_path):
     run = tmp_path / "rnnt_long"
     train(compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + TINY_TRANSDUCER + [
@@ -146,7 +146,7 @@ def test_transducer_learns_the_corpus(tiny_synth_root, tmp_path):
     assert cer < 65.0, f"transducer test CER {cer:.1f} %"
 
 
-@pytest.mark.slow  # two processes start Lightning: ~1 min on 2 cores
+@pytest.mark.slow  # two processes start Lightning: ~2 min on 2 busy cores
 def test_transducer_under_ddp_two_cpu_processes(tiny_synth_root, tmp_path):
     """trainer=ddp (gloo, 2 processes): the transducer head is one more module of the model, its
     gradients all-reduced with the rest; rank 0 writes the checkpoint and scores every utterance."""
