@@ -110,6 +110,31 @@ def local(d, pe, bucket, folder="runs", seed=0):
     return d.attention(runs(d, pe, folder, (seed,))[0], bucket)
 
 
+ATTENTION_S4 = STUDY / "attention" / "rope_ctc_s4"  # RoPE seed 4 on the ladder's test pool (issue 48 point 7)
+
+
+def rope_s4_attention(set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
+    """RoPE seed 4's attention statistic on one ladder set (its attention_stats.csv): the mean over
+    the set's recordings (each its mean over layers and heads) with the 95 % CI resampling them,
+    and how many recordings."""
+    import csv
+
+    from asr_pe.evaluation.attention_vs_length import utterance_ci
+
+    with open(ATTENTION_S4 / "attention_stats.csv", newline="") as f:
+        rows = [{"utt": r["utt"], key: float(r[key])} for r in csv.DictReader(f) if r["test_set"] == set_name]
+    per_utt: dict[str, list[float]] = {}
+    for r in rows:
+        per_utt.setdefault(r["utt"], []).append(r[key])
+    mean = sum(sum(v) / len(v) for v in per_utt.values()) / len(per_utt)
+    return (mean, *utterance_ci(rows, key), len(per_utt))
+
+
+def _pct(stat):
+    """(mean, low, high, n) of a share -> percentages, then n."""
+    return [100 * stat[0], 100 * stat[1], 100 * stat[2], stat[3]]
+
+
 def diff(d, pe, other, set_name, bucket=LONG, folder="runs", seeds=None):
     return list(d.difference(runs(d, pe, folder, seeds), runs(d, other, folder, seeds), set_name, bucket))
 
@@ -454,8 +479,9 @@ CLAIMS = [
           lambda d: [ratio(d, "rope", ROPE_DECODINGS[n]) for n in
                      ("window", "window:10", "chunked", "NTK", "plain", "logit scale", "YaRN", "position interpolation")]),
     Claim("RoPE attention",
-          "{} % of its attention within ±0.5 s at 160 s against {} % at 2-4 s, study table below",
-          lambda d: [100 * local(d, "rope", "128-256"), 100 * local(d, "rope", "2-4")]),
+          "{} % [{}, {}] of its attention within ±0.5 s on the ladder's 160 s rung against {} % [{}, {}] at 2-4 s",
+          lambda d: [*_pct(rope_s4_attention("ladder_test_gap500ms_160"))[:3],
+                     *_pct(rope_s4_attention("ladder_test_alone"))[:3]]),
     # training remedies
     Claim("training remedies: rope plain",
           "| rope | (plain) | {} ({}, {}) | {} | {} ({}, {}) | **{}** | 0 |",
@@ -535,9 +561,18 @@ CLAIMS = [
                      d.value(runs(d, "rope"), "longform", LONG, "wer"), cer(d, "rope", "32-64") / cer(d, "rope"),
                      *ratio_ci(d, "rope")]),
     Claim("RoPE attention spreads",
-          "local at training lengths ({} % within ±0.5 s at 2-4 s) and spreads out on long inputs ({} % at 32-64 s, "
-          "{} % at 160 s",
-          lambda d: [100 * local(d, "rope", b) for b in ("2-4", "32-64", "128-256")]),
+          "local at training lengths ({} %\n  within ±0.5 s at 2-4 s) and spreads out on long inputs ({} % on the ladder's "
+          "40 s rung, {} %\n  on its 160 s rung, mean distance {} s of {} s, a third of the recording; seed 4, {}-{}\n  "
+          "recordings per rung",
+          lambda d: [100 * rope_s4_attention("ladder_test_alone")[0], 100 * rope_s4_attention("ladder_test_gap500ms_40")[0],
+                     100 * rope_s4_attention("ladder_test_gap500ms_160")[0],
+                     rope_s4_attention("ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     rope_s4_attention("ladder_test_gap500ms_160", "duration")[0],
+                     rope_s4_attention("ladder_test_gap500ms_160")[3], rope_s4_attention("ladder_test_alone")[3]]),
+    Fact("RoPE attention, seed 0 agrees", "seed 0's three utterances per bucket in the study table agree",
+         lambda d: [] if (abs(local(d, "rope", "2-4") - rope_s4_attention("ladder_test_alone")[0]) < 0.06
+                          and abs(local(d, "rope", "128-256") - rope_s4_attention("ladder_test_gap500ms_160")[0]) < 0.03)
+         else [f"seed 0: {local(d, 'rope', '2-4'):.2f} / {local(d, 'rope', '128-256'):.2f}"]),
     Claim("mild drifts in context",
           "Shaw {}× [{}, {}] (flat to 64 s, then up: {} → {} %), sinusoidal {}× [{}, {}] ({} → {} → {} %), both above `none` "
           "(+{} [+{}, +{}] and +{} [+{}, +{}], paired); T5 {}× [{}, {}] ({} → {} → {} %) and CAPE {}×, not distinguishable "
@@ -563,7 +598,7 @@ CLAIMS = [
           lambda d: [*_minmax(v for pe in ("alibi", "rem") for v in trio(d, pe)),
                      *_minmax(v for pe in ("none", "learned_wrap", "cape") for v in trio(d, pe)),
                      *_minmax(ratio(d, pe) for pe in ("none", "learned_wrap", "cape"))]),
-    Claim("local shares at 160 s", "keep a large local share at every length ({}, {}, {} at 160 s)",
+    Claim("local shares at 160 s", "keep a large local share at every length ({}, {}, {} at\n  160 s; seed 0, three utterances per bucket, no CI)",
           lambda d: [local(d, "relative", "128-256", "retrain"), local(d, "alibi", "128-256"),
                      local(d, "rem", "128-256")]),
     Fact("uniform attention", "`none`, CAPE, conv and learned — and sinusoidal — attend uniformly at every length",
@@ -1366,7 +1401,23 @@ CLAIMS = [c for c in CLAIMS if c.name not in _MOVED_TO_REMEDIES_NOTE] + [
 ]
 
 
-DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, STUDY / "retrain" / "README.md": RETRAIN_NOTE_CLAIMS,
+# ---------------------------------------------------------------- study/attention/README.md
+ATTENTION_RUNGS = (5, 10, 20, 40, 80)  # the README's rungs before the 160 s one
+ATTENTION_NOTE_CLAIMS = [
+    Claim("RoPE s4 local share per rung",
+          "keeps {} % [{}, {}] of\nits attention within ±0.5 s of the query on 2-4 s utterances decoded alone, and the share "
+          "falls at\nevery rung of the length ladder: {} % on the 5 s rung, {} % at 10 s, {} % at 20 s, {} % at\n40 s, {} % "
+          "at 80 s, {} % [{}, {}] at 160 s, where its mean attended distance is {} s of\n{} s.",
+          lambda d: [*_pct(rope_s4_attention("ladder_test_alone"))[:3],
+                     *[100 * rope_s4_attention(f"ladder_test_gap500ms_{r}")[0] for r in ATTENTION_RUNGS],
+                     *_pct(rope_s4_attention("ladder_test_gap500ms_160"))[:3],
+                     rope_s4_attention("ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     rope_s4_attention("ladder_test_gap500ms_160", "duration")[0]]),
+    Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
+          lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
+]
+
+DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, ATTENTION_S4.parent / "README.md": ATTENTION_NOTE_CLAIMS, STUDY / "retrain" / "README.md": RETRAIN_NOTE_CLAIMS,
              STUDY / "hybrid" / "README.md": HYBRID_NOTE_CLAIMS, LADDER / "README.md": LADDER_NOTE_CLAIMS,
              STUDY / "seeds" / "README.md": SEEDS_NOTE_CLAIMS, STUDY / FT / "README.md": FINETUNE_NOTE_CLAIMS,
              STUDY / "remedies_report" / "README.md": REMEDIES_NOTE_CLAIMS}

@@ -138,7 +138,7 @@ def test_every_study_note_with_numbers_is_checked():
     assert checked >= {"recipes/synth/RESULTS.md", "recipes/synth/study/ladder/README.md",
                        "recipes/synth/study/seeds/README.md", "recipes/synth/study/finetune/README.md",
                        "recipes/synth/study/retrain/README.md", "recipes/synth/study/hybrid/README.md",
-                       "recipes/synth/study/remedies_report/README.md"}
+                       "recipes/synth/study/remedies_report/README.md", "recipes/synth/study/attention/README.md"}
     assert len(synth.LADDER_NOTE_CLAIMS) >= 30 and len(synth.FINETUNE_NOTE_CLAIMS) >= 20
 
 
