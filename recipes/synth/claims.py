@@ -996,6 +996,23 @@ LADDER_NOTE_CLAIMS = [
                      *(d.ladder(l4("rope"), GAP, r).ratio for r in RUNGS),
                      *_minmax(d.ladder(l4("rope"), v, r, "_window2p5").ratio for v in (GAP, NOGAP) for r in RUNGS),
                      *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("rope") + l4("rope"), GAP, 160))]),
+    Claim("ladder seed 4: relative",
+          "does **not** reproduce its archived run either: {} of the {} test hypotheses differ (best step {} in both; "
+          "not investigated). Another sample of the recipe: test CER {} % at 2-4 s and {} % at 160 s (archived seed 4: "
+          "{}, {} %), {}× [{}, {}] in context on the long-form set (archived: {}×). Dev: plain {}, **window:2.5 {}**; "
+          "test {} against {} %. On the ladder {}, {}, {}, {}, {}, {}× from 5 to 160 s (gaps); over seeds 2-4, {}× [{}, {}] "
+          "at 160 s",
+          lambda d: [_l4_row("relative")["test"]["differing"], _l4_row("relative")["test"]["utterances"],
+                     *sorted(set(_l4_row("relative")["test_best_step"])),
+                     d.value(l4("relative"), "test", "2-4"), d.value(l4("relative"), "longform", LONG),
+                     cer(d, "relative", "2-4", "test", "seeds", (4,)), long_(d, "relative", folder="seeds", seeds=(4,)),
+                     *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.in_context(l4("relative")).pooled),
+                     in_ctx(d, "relative", "seeds", (4,)).ratio, l4dev(d, "relative"), l4dev(d, "relative", "window:2.5"),
+                     l4test(d, "relative", "_window2p5"), l4test(d, "relative"),
+                     *(d.ladder(l4("relative"), GAP, r).ratio for r in RUNGS),
+                     *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("relative") + l4("relative"), GAP, 160))]),
+    Fact("ladder seed 4: relative not reproduced", "Relative seed 4, retrained, does **not** reproduce its archived run",
+         lambda d: [] if _l4_reproduced("relative") else ["relative_ctc_s4 is reproduced: the README says it is not"]),
     Fact("ladder seed 4: RoPE not reproduced", "RoPE seed 4, retrained, does **not** reproduce its archived run",
          lambda d: [] if _l4_reproduced("rope") else ["rope_ctc_s4 is reproduced: the README says it is not"]),
     Fact("ladder seed 4: sinusoidal reproduced, grows at every doubling, above none",
