@@ -1011,6 +1011,17 @@ LADDER_NOTE_CLAIMS = [
                      l4test(d, "relative", "_window2p5"), l4test(d, "relative"),
                      *(d.ladder(l4("relative"), GAP, r).ratio for r in RUNGS),
                      *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("relative") + l4("relative"), GAP, 160))]),
+    Claim("ladder seed 4: CAPE",
+          "CAPE seed 4, retrained, reproduces its archived run exactly (best step {}); dev: plain {}, **window:2.5 {}**; "
+          "test {} against {} %. On the ladder {}, {}, {}, {}, {}, {}× from 5 to 160 s (gaps); over seeds 2-4, {}× [{}, {}] "
+          "at 160 s, +{} [+{}, +{}] above `none`",
+          lambda d: [*sorted(set(_l4_row("cape")["test_best_step"])), l4dev(d, "cape"), l4dev(d, "cape", "window:2.5"),
+                     l4test(d, "cape", "_window2p5"), l4test(d, "cape"),
+                     *(d.ladder(l4("cape"), GAP, r).ratio for r in RUNGS),
+                     *(lambda x: [x.ratio, x.ci_low, x.ci_high])(d.ladder(lruns("cape") + l4("cape"), GAP, 160)),
+                     *d.ladder_difference(lruns("cape") + l4("cape"), lruns("none") + l4("none"), GAP, 160)]),
+    Fact("ladder seed 4: CAPE reproduced", "CAPE seed 4, retrained, reproduces its archived run exactly",
+         lambda d: _l4_reproduced("cape")),
     Fact("ladder seed 4: relative not reproduced", "Relative seed 4, retrained, does **not** reproduce its archived run",
          lambda d: [] if _l4_reproduced("relative") else ["relative_ctc_s4 is reproduced: the README says it is not"]),
     Fact("ladder seed 4: RoPE not reproduced", "RoPE seed 4, retrained, does **not** reproduce its archived run",
