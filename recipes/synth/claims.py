@@ -1,6 +1,6 @@
 """Every quantitative statement of recipes/synth/RESULTS.md about the archived study (and of the
-study notes it quotes), with the numbers computed from the runs under recipes/synth/study/. Not
-checked, because their files are not archived: the demo's numbers, the cost and config figures,
+study notes it quotes), with the numbers computed from the runs under recipes/synth/study/ (the
+demo's from study/demo/). Not checked, because their files are not archived: the cost and config figures,
 and the superseded studies (History, and the earlier runs in study/rerun_vs_earlier.md).
 
 Each entry is a `Claim` (the sentence with ``{}`` where its numbers stand, and the numbers computed
@@ -482,6 +482,10 @@ CLAIMS = [
           "{} % [{}, {}] of its attention within ±0.5 s on the ladder's 160 s rung against {} % [{}, {}] at 2-4 s",
           lambda d: [*_pct(rope_s4_attention("ladder_test_gap500ms_160"))[:3],
                      *_pct(rope_s4_attention("ladder_test_alone"))[:3]]),
+    # the demo (make demo DEMO_ARGS=threads=1, archived in study/demo)
+    Claim("demo",
+          "test CER {} / {} / {} / {} / {} / {} % at 0-2 … 32-64 s, all {} %",
+          lambda d: [cer(d, "rope", b, "test", folder="demo", seeds=(0,)) for b in (*TEST_BUCKETS, "all")]),
     # training remedies
     Claim("training remedies: rope plain",
           "| rope | (plain) | {} ({}, {}) | {} | {} ({}, {}) | **{}** | 0 |",
