@@ -12,13 +12,12 @@ natural_bins_runs.csv; the intervals resample utterances, then seeds: see asr_pe
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from pathlib import Path
 
 from asr_pe.errors import UserError
 from asr_pe.evaluation.buckets import NATURAL_BIN_S
 from asr_pe.plots.natural_bins import natural_bins_report
+from asr_pe.plots.wer_vs_length import print_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,17 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--step {args.step}: must be > 0 seconds")
     if args.n_boot < 1:
         parser.error(f"--n-boot {args.n_boot}: must be >= 1")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        files = natural_bins_report(args.paths, args.out, test_set=args.test_set, step=args.step,
-                                    n_boot=args.n_boot, title=args.title)
-    except (UserError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(Path(files["md"]).read_text())
-    for kind, path in files.items():
-        print(f"{kind}: {path}")
-    return 0
+    return print_report(lambda: natural_bins_report(
+        args.paths, args.out, test_set=args.test_set, step=args.step, n_boot=args.n_boot, title=args.title),
+        (UserError, FileNotFoundError, ValueError))
 
 
 if __name__ == "__main__":

@@ -13,13 +13,12 @@ asr_pe/plots/rate_ladder.py.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from pathlib import Path
 
 from asr_pe.errors import UserError
 from asr_pe.evaluation.rate_ladder import AXES
 from asr_pe.plots.rate_ladder import COUNTS, rate_report
+from asr_pe.plots.wer_vs_length import print_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,17 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n_boot < 1:
         parser.error(f"--n-boot {args.n_boot}: must be >= 1")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        files = rate_report(args.paths, args.out, test_set=args.test_set, axis=args.axis, values=args.values,
-                            suffix=args.suffix, metric=args.metric, n_boot=args.n_boot, title=args.title)
-    except (UserError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(Path(files["md"]).read_text())
-    for kind, path in files.items():
-        print(f"{kind}: {path}")
-    return 0
+    return print_report(lambda: rate_report(
+        args.paths, args.out, test_set=args.test_set, axis=args.axis, values=args.values,
+        suffix=args.suffix, metric=args.metric, n_boot=args.n_boot, title=args.title),
+        (UserError, FileNotFoundError, ValueError))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,9 @@ Writes <out>/<metric>_vs_length.{png,csv,md}; the CSV holds WER and CER either w
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from pathlib import Path
 
-from asr_pe.plots.wer_vs_length import METRICS, RunDirError, make_report
+from asr_pe.plots.wer_vs_length import METRICS, RunDirError, make_report, print_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,17 +29,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="take the relative-degradation reference bucket from this test set of the "
                              "same runs (for long-form sets with no bucket inside the training lengths)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        files = make_report(args.paths, args.out, test_set=args.test_set, metric=args.metric,
-                            title=args.title, reference_set=args.reference_set)
-    except (RunDirError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(Path(files["md"]).read_text())
-    for kind, path in files.items():
-        print(f"{kind}: {path}")
-    return 0
+    return print_report(lambda: make_report(
+        args.paths, args.out, test_set=args.test_set, metric=args.metric,
+        title=args.title, reference_set=args.reference_set),
+        (RunDirError, FileNotFoundError, ValueError))
 
 
 if __name__ == "__main__":

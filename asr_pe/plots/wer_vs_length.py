@@ -38,10 +38,11 @@ import json
 import logging
 import math
 import os
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -496,3 +497,19 @@ def make_report(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike, 
     atomic_write_text(files["md"], markdown_report(series, metric, test_set, reference, reference_set))
     plot_series(series, files["png"], metric, test_set, title)
     return files
+
+
+def print_report(make: Callable[[], dict], errors: tuple[type[BaseException], ...]) -> int:
+    """The end of every ``scripts/plot_*`` report script: log to stderr, build the report with
+    ``make()`` -> {kind: path} (``md`` among them), print its markdown and the files it wrote;
+    exit status 0, or 2 with one ``error:`` line for one of ``errors``."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        files = make()
+    except errors as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(Path(files["md"]).read_text())
+    for kind, path in files.items():
+        print(f"{kind}: {path}")
+    return 0
