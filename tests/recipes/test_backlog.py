@@ -74,3 +74,23 @@ def test_the_staged_run_keeps_its_own_test_decodings_and_drops_the_dev_pool_s_ut
     kept = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file())
     assert "eval/test/per_utt.jsonl" in kept and "eval/longform/per_utt.jsonl" in kept
     assert "eval/ladder_dev_nogap_5/buckets.csv" in kept and "eval/ladder_dev_nogap_5/per_utt.jsonl" not in kept
+
+
+def test_the_reproduction_check_reads_the_main_study_s_archive_that_names_its_checkpoint_only(tmp_path):
+    """study/runs/ predates checkpoint records ("checkpoint": "best.ckpt", no step): a retrain of
+    one of its runs, whose meta records the step, is judged by its hypotheses alone."""
+    run = _write_out(STUDY / "runs", "shaw_ctc_s0", tmp_path / "runs")
+    for s in ("test", "longform"):
+        meta_path = run / "eval" / s / "buckets.meta.json"
+        meta = json.loads(meta_path.read_text())
+        assert meta["checkpoint"] == "best.ckpt"
+        meta["checkpoint"] = {"name": "best.ckpt", "global_step": 1015, "sha256": "0" * 64}
+        meta_path.write_text(json.dumps(meta))
+    same = backlog.reproduce(run, STUDY / "runs")
+    assert same["reproduced"] and same["test_best_step"] == [None, 1015]
+    assert same["test"]["differing"] == 0 and same["test"]["utterances"] == 150
+    per_utt = run / "eval" / "longform" / "per_utt.jsonl"
+    rows = [json.loads(line) for line in per_utt.read_text().splitlines()]
+    rows[0]["hyp"] += " x"
+    per_utt.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert not backlog.reproduce(run, STUDY / "runs")["reproduced"]
