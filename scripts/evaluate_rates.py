@@ -21,7 +21,7 @@ from asr_pe.training.cli import friendly_errors, run_hydra_main
 
 def eval_given_on_command_line(cfg: DictConfig) -> dict:
     """The ``eval.*`` keys the command line set (the rest take the run's own values), as evaluate.py."""
-    from asr_pe.training.resume import EVERYTHING, command_line_keys
+    from asr_pe.training.hydra_job import EVERYTHING, command_line_keys
 
     keys = command_line_keys()
     given = OmegaConf.to_container(cfg.eval, resolve=True)

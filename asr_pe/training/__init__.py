@@ -9,9 +9,9 @@ from omegaconf import OmegaConf
 
 from asr_pe.run_folder import pe_label
 
-from .run_dir import hydra_output_subdir
+from .hydra_job import output_subdir
 
 if not OmegaConf.has_resolver("pe_label"):
     OmegaConf.register_new_resolver("pe_label", lambda pe: pe_label(pe))
 if not OmegaConf.has_resolver("hydra_output_subdir"):
-    OmegaConf.register_new_resolver("hydra_output_subdir", hydra_output_subdir)
+    OmegaConf.register_new_resolver("hydra_output_subdir", output_subdir)

@@ -30,6 +30,8 @@ from asr_pe.errors import ConfigError
 from asr_pe.inference.decode import check_decode_settings
 from asr_pe.inference.run_loading import read_checkpoint
 
+from . import hydra_job
+
 # trainer keys that train() sets itself: given in trainer.* they would collide
 TRAINER_KEYS_SET_BY_TRAIN = ("default_root_dir", "callbacks", "logger", "use_distributed_sampler", "plugins")
 GPU_ACCELERATORS = ("gpu", "cuda")
@@ -46,15 +48,6 @@ def _is_number(value: Any) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # training
-
-
-def _conf_dir() -> Path | None:
-    from hydra.core.hydra_config import HydraConfig
-
-    for source in HydraConfig.get().runtime.config_sources:
-        if source.get("provider") == "main" and source.get("schema") == "file":
-            return Path(source["path"])
-    return None
 
 
 def pe_stage(conf_dir: Path, option: str) -> str | None:
@@ -84,23 +77,6 @@ def check_pe_combination(options: list[str], conf_dir: Path) -> None:
         seen[stage] = option
     if len(options) > 2:
         raise ConfigError(f"pe=[{','.join(options)}]: at most two PEs combine (one input-stage, one attention-stage)")
-
-
-def _pe_list_from_command_line() -> tuple[list[str], Path] | None:
-    """The options of a ``pe=[a,b]`` override of this Hydra job, or None (no list, or no Hydra)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if not HydraConfig.initialized():
-        return None
-    overrides = OverridesParser.create().parse_overrides(list(HydraConfig.get().overrides.task))
-    for override in overrides:
-        if override.key_or_group == "pe" and not override.is_sweep_override() \
-                and isinstance(override.value(), list):
-            conf_dir = _conf_dir()
-            if conf_dir is not None:
-                return [str(v) for v in override.value()], conf_dir
-    return None
 
 
 def check_optim(optim: Mapping[str, Any]) -> None:
@@ -167,9 +143,9 @@ def check_train_config(cfg: DictConfig) -> None:
     ``EvalSettingsError``); called first thing by ``train()``."""
     from asr_pe.evaluation.settings import eval_settings
 
-    pe_list = _pe_list_from_command_line()
-    if pe_list is not None:
-        check_pe_combination(*pe_list)
+    pe_list, conf_dir = hydra_job.pe_list(), hydra_job.conf_dir()
+    if pe_list is not None and conf_dir is not None:
+        check_pe_combination(pe_list, conf_dir)
     check_added_keys(cfg)
     threads = cfg.get("threads")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
@@ -204,27 +180,13 @@ def _target_params(cfg: DictConfig, section: str) -> set[str]:
         return set()
 
 
-def added_keys_from_command_line() -> list[str]:
-    """The keys the command line added with ``+key=value`` (Hydra refuses a plain override of a key
-    the config lacks, so ``+`` is how a typo gets in)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-    except ImportError:  # pragma: no cover - hydra is a dependency
-        return []
-    if not HydraConfig.initialized():
-        return []
-    parsed = OverridesParser.create().parse_overrides(list(HydraConfig.get().overrides.task))
-    return [o.key_or_group for o in parsed if o.is_add() and not o.key_or_group.startswith("hydra")]
-
-
 def check_added_keys(cfg: DictConfig, added: list[str] | None = None) -> None:
     """Every ``+key`` of the command line must be a setting something reads: ``trainer.*`` keys
     are checked against ``lightning.Trainer`` (`check_trainer`), a ``_target_``'s section (the
     corpus: ``data.corpus.*``) against its signature; any other added key is unknown to every
     part of the toolkit and would be accepted silently (``+optim.lr_typo=1``), so it is one error
     naming it and the closest setting of the composed config."""
-    added = added_keys_from_command_line() if added is None else added
+    added = hydra_job.added_keys() if added is None else added
     known = [k for k in _flat_keys(_plain(cfg)) if k not in added]
     for key in added:
         section, _, leaf = key.rpartition(".")

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import FolderTakenError, UserError
@@ -32,13 +31,12 @@ from asr_pe.run_folder import RESUMES, RUN_CONTENT, checkpoint_dir, config_path,
 
 from .checkpoints import resume_checkpoint
 from .config_checks import check_resume_checkpoint
+from .hydra_job import EVERYTHING
 from .run_dir import MODEL_SECTIONS, check_resume_compatible
-from .schedules import lr_multiplier
 
 RESUME_VALUES = ("true", "false", "auto")
 
 _ABSENT = object()
-EVERYTHING = "*"   # a command line whose keys cannot be listed (a global-package group such as experiment=)
 
 
 class ResumeError(UserError, ValueError):
@@ -54,50 +52,6 @@ def parse_resume(value: Any) -> bool | str:
         return {"true": True, "false": False, "auto": "auto"}[text]
     raise ResumeError(f"resume={value!r} is not one of true, false, auto "
                       f"(true: continue the run in run_dir; auto: continue it if it has a checkpoint; false: start)")
-
-
-def command_line_keys() -> set[str] | str:
-    """The config keys the command line set under Hydra: ``{"trainer.max_steps", "pe", ...}``, or
-    `EVERYTHING` when a group of the global package was chosen or the config did not come from
-    Hydra's command line (``train(cfg)`` called directly: the caller composed the whole config)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-    except ImportError:  # pragma: no cover - hydra is a dependency
-        return EVERYTHING
-    if not HydraConfig.initialized():
-        return EVERYTHING
-    hc = HydraConfig.get()
-    choices = dict(hc.runtime.choices)
-    keys: set[str] = set()
-    for override in OverridesParser.create().parse_overrides(list(hc.overrides.task)):
-        key = override.key_or_group
-        if key.startswith("hydra"):
-            continue
-        if key in choices:  # a config group: the section it fills (its package), or everything
-            package = override.package
-            if package is None:
-                package = _group_package(hc, key, choices[key])
-            if package in ("_global_", ""):
-                return EVERYTHING
-            keys.add(package)
-        else:
-            keys.add(key)
-    return keys
-
-
-def _group_package(hc, group: str, option: Any) -> str:
-    """The package a group option's file declares (``# @package _global_``), else the group path."""
-    for source in hc.runtime.config_sources:
-        if source.get("schema") != "file":
-            continue
-        path = Path(str(source["path"])) / group / f"{option}.yaml"
-        if path.exists():
-            for line in path.read_text().splitlines()[:5]:
-                if line.startswith("# @package"):
-                    package = line.split("@package", 1)[1].strip()
-                    return "_global_" if package == "_global_" else group.replace("/", ".")
-    return group.replace("/", ".")
 
 
 def resumed_config(cfg: DictConfig, run_dir: Path, keys: set[str] | str) -> DictConfig:
@@ -227,34 +181,3 @@ def record_resume(run_dir: Path, plan: StartPlan, changed: dict[str, list]) -> N
     atomic_write_json(path, entries)
 
 
-class ApplyOptimSettings(Callback):
-    """A resumed run trains with the optimiser settings of its config, not those of its checkpoint.
-    
-    Lightning restores the optimiser's and the LR scheduler's state dicts after the model: the peak
-    learning rate (the scheduler's ``base_lrs``, each group's ``initial_lr``), the current ``lr``,
-    ``weight_decay``, ``betas`` and ``eps`` all come back from the checkpoint, so ``optim.lr=...`` on a
-    resume changed ``config.yaml`` but not the training. The schedule's shape (kind, warm-up, total
-    steps) is a function in the module and always follows the config. This callback rewrites the
-    loaded state (callbacks see the checkpoint before the optimiser is restored) to the config's
-    values, and sets the current ``lr`` to where the schedule stands at the restored step, so the
-    config written for the run is the one it trains with.
-    """
-
-    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
-        o = pl_module.optim_cfg
-        lr = float(o["lr"])
-        decay = float(o.get("weight_decay", 0.01))
-        betas = tuple(float(b) for b in o.get("betas", (0.9, 0.98)))
-        eps = float(o.get("eps", 1e-9))
-        schedulers = checkpoint.get("lr_schedulers") or []
-        step = int(schedulers[0].get("last_epoch", 0)) if schedulers else int(checkpoint.get("global_step", 0))
-        now = lr * lr_multiplier(step, kind=o.get("schedule", "noam"), warmup_steps=int(o.get("warmup_steps", 1000)),
-                                 total_steps=pl_module.total_steps, min_ratio=float(o.get("min_lr_ratio", 0.0)))
-        for state in checkpoint.get("optimizer_states") or []:
-            # the groups as configure_optimizers builds them: decayed parameters, then the others
-            for i, group in enumerate(state.get("param_groups", [])):
-                group.update(lr=now, initial_lr=lr, betas=betas, eps=eps, weight_decay=decay if i == 0 else 0.0)
-        for sched in schedulers:
-            n = len(sched.get("base_lrs") or [])
-            sched["base_lrs"] = [lr] * n
-            sched["_last_lr"] = [now] * n

@@ -31,7 +31,6 @@ What each step owns:
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import shutil
 from dataclasses import dataclass
@@ -51,7 +50,6 @@ from asr_pe.run_folder import (
     RUN_CONTENT,
     RUN_INFO,
     TENSORBOARD,
-    checkpoint_path,
     clear_eval_done,
     config_path,
     has_checkpoints,
@@ -65,19 +63,20 @@ from asr_pe.run_folder import (
 )
 from asr_pe.run_lock import hold_run_lock, release_run_lock
 
-from .checkpoints import RunFolderCheckpointIO, remove_partial_writes, run_checkpoints
+from . import hydra_job
+from .callbacks import run_callbacks
+from .checkpoints import RunFolderCheckpointIO, remove_partial_writes
 from .config_checks import check_train_config
 from .data import ASRDataModule, prepare_run_data, resolve_manifests
 from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
 from .lightning_private import check_lightning
 from .loader_deadline import end_loader_workers, loader_timeout_error
 from .metrics_log import merge_metrics, set_aside_metrics
-from .progress import StepProgress, conventional_logging
-from .resume import (ApplyOptimSettings, StartPlan, command_line_keys, parse_resume, plan_start, record_resume,
+from .resume import (StartPlan, parse_resume, plan_start, record_resume,
                      resumed_config, settings_changed)
 from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
-from .stops import fit_or_stop, sigterm_stops, stop_callbacks
+from .stops import fit_or_stop, sigterm_stops
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +120,7 @@ class Run:
         saved_cfg = (OmegaConf.load(config_path(run_dir))
                      if resume is not False and config_path(run_dir).exists() and has_checkpoints(run_dir) else None)
         if saved_cfg is not None:
-            cfg = resumed_config(cfg, run_dir, command_line_keys())
+            cfg = resumed_config(cfg, run_dir, hydra_job.command_line_keys())
         run_dir.mkdir(parents=True, exist_ok=True)
         if cfg.get("threads"):
             import torch
@@ -143,7 +142,7 @@ class Run:
         run.source = check_init_from(cfg) if plan.checkpoint is None else None
         check_slurm_layout(trainer.num_devices, trainer.num_nodes)
         env = getattr(trainer.strategy, "cluster_environment", None)
-        check_multirun_ddp(_in_multirun(), trainer.world_size,
+        check_multirun_ddp(hydra_job.in_multirun(), trainer.world_size,
                            env.creates_processes_externally if env is not None else True)
         if cfg.get("eval_after_train", True):
             from asr_pe.inference.device import resolve_device
@@ -239,7 +238,10 @@ class Run:
         try:
             # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
             fit_or_stop(trainer, job.module, datamodule=job.datamodule,
-                        ckpt_path=str(ckpt) if ckpt is not None else None, **resume_load_kwargs(trainer, ckpt))
+                        ckpt_path=str(ckpt) if ckpt is not None else None,
+                        # the full training state restored with torch.load(weights_only=True) (Lightning's
+                        # default is False): our checkpoints hold tensors and plain containers only
+                        weights_only=True)
         except RuntimeError as e:
             timeout = loader_timeout_error(e, self.cfg.data)
             if timeout is None:
@@ -281,23 +283,12 @@ def _trainer(cfg: DictConfig, run_dir: Path) -> L.Trainer:
     return L.Trainer(
         **OmegaConf.to_container(cfg.trainer, resolve=True),
         default_root_dir=run_dir,
-        # last.ckpt / best.ckpt under fixed names; a SIGTERM stop saves last.ckpt and fails; too many
-        # non-finite skips fail (checkpoints.py, stops.py)
-        callbacks=[*run_checkpoints(run_dir, int(cfg.checkpoint.every_n_train_steps)), ApplyOptimSettings(),
-                   *_progress_bars(cfg), *stop_callbacks(cfg, checkpoint_path(run_dir))],
+        callbacks=run_callbacks(cfg, run_dir),  # checkpoints, stops, optimiser settings, progress
         logger=loggers,
         use_distributed_sampler=False,  # the duration-bucket sampler shards by rank itself
         # under SLURM: its ranks, with submitit (not Lightning) requeuing; checkpoints atomic in the run folder
         plugins=[*slurm_plugins(), RunFolderCheckpointIO()],
     )
-
-
-def _progress_bars(cfg: DictConfig) -> list:
-    """The run's step line (`asr_pe.training.progress.StepProgress`) instead of Lightning's
-    per-epoch bars; none with ``trainer.enable_progress_bar=false`` (Lightning refuses a bar then)."""
-    if not cfg.trainer.get("enable_progress_bar", True):
-        return []
-    return [StepProgress(every_n_steps=int(cfg.get("progress_every_n_steps") or 100))]
 
 
 def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
@@ -310,22 +301,6 @@ def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     except (OSError, ValueError):
         previous = None
     return {"init_from": previous} if previous else {}
-
-
-def _in_multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def resume_load_kwargs(trainer, ckpt) -> dict:
-    """``weights_only=True`` for Lightning's restore of the full training state on resume (its
-    default is False): our checkpoints hold tensors and plain containers only, which the
-    provenance reader already loads so. Lightning before 2.5 has no such argument of ``fit``."""
-    if ckpt is None or "weights_only" not in inspect.signature(trainer.fit).parameters:
-        return {}
-    return {"weights_only": True}
 
 
 def _rank_zero_by_environment() -> bool:
@@ -364,20 +339,9 @@ class _StartFiles:
 
     @classmethod
     def before(cls, run_dir: Path) -> "_StartFiles":
-        hydra_subdir, logs = None, {}
-        try:
-            from hydra.core.hydra_config import HydraConfig
-
-            if HydraConfig.initialized():
-                hc = HydraConfig.get()
-                if hc.output_subdir:
-                    hydra_subdir = run_dir / str(hc.output_subdir)
-                job_log = run_dir / f"{hc.job.name}.log"
-                logs = {job_log: job_log.stat().st_size if job_log.exists() else 0}
-        except ImportError:  # pragma: no cover - hydra is a dependency
-            pass
-        return cls(run_dir, lock_existed=(run_dir / LOCK).exists(),
-                   log_sizes=logs, hydra_subdir=hydra_subdir)
+        hydra_subdir, job_log = hydra_job.start_files(run_dir)
+        logs = {job_log: job_log.stat().st_size if job_log.exists() else 0} if job_log is not None else {}
+        return cls(run_dir, lock_existed=(run_dir / LOCK).exists(), log_sizes=logs, hydra_subdir=hydra_subdir)
 
     def take_back(self) -> None:
         # only rank 0 takes anything back (another rank's failure must not touch the folder rank 0

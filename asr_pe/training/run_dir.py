@@ -11,7 +11,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import UserError
 from asr_pe.io import atomic_write_json
-from asr_pe.run_folder import CONFIG, DATA_READY, HYDRA, PREPARED_FILES, config_path, has_checkpoints
+from asr_pe.run_folder import DATA_READY, PREPARED_FILES, config_path, has_checkpoints
+
+from . import hydra_job
 
 # Sections that define the model and its data; a resumed run must not change them.
 MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
@@ -26,40 +28,7 @@ FREE_ON_RESUME = {"data": ("num_workers", "loader_timeout_s")}
 
 def resolve_run_dir(cfg: DictConfig) -> Path:
     """Hydra's output folder when running under Hydra (sweeps too), else ``cfg.run_dir``."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        if HydraConfig.initialized():
-            return Path(HydraConfig.get().runtime.output_dir)
-    except ImportError:  # pragma: no cover - hydra is a dependency
-        pass
-    return Path(cfg.run_dir)
-
-
-_HYDRA_SUBDIRS: dict[str, str] = {}  # output_dir -> the subdir this process' start was given
-
-
-def hydra_output_subdir(output_dir: str) -> str:
-    """Where Hydra saves a start's config, overrides and its own config in the run folder:
-    ``.hydra`` the first time, ``.hydra/start-<date>_<time>`` on a later start into the same
-    folder (a resume), so the record of how the run was first launched is never overwritten.
-    Answered once per folder and process: asked again after Hydra wrote there, it names the same
-    subdir (what a refused start takes back, `asr_pe.training.run`)."""
-    import time
-
-    if output_dir in _HYDRA_SUBDIRS:
-        return _HYDRA_SUBDIRS[output_dir]
-    first = Path(output_dir) / HYDRA
-    if not (first / CONFIG).exists():
-        sub = HYDRA
-    else:
-        stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
-        name, k = f"start-{stamp}", 1
-        while (first / name).exists():
-            name, k = f"start-{stamp}-{k}", k + 1
-        sub = f"{HYDRA}/{name}"
-    _HYDRA_SUBDIRS[output_dir] = sub
-    return sub
+    return hydra_job.output_dir() or Path(cfg.run_dir)
 
 
 class ResumeConflict(UserError, ValueError):

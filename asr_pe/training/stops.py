@@ -6,7 +6,7 @@ reports in one line with its own exit code, before any evaluation and without ``
 * SIGTERM (what a cluster sends before it kills or preempts a job). Lightning 2.6 notes the signal
   (``trainer.received_sigterm``), finishes the current step, and raises ``SIGTERMException`` (a
   ``SystemExit`` without a code, so the process would exit 0 and a recipe would go on to evaluate a
-  half-trained model). `SaveOnSigterm` writes ``last.ckpt`` of the step reached (only from the
+  half-trained model). `asr_pe.training.callbacks.SaveOnSigterm` writes ``last.ckpt`` of the step reached (only from the
   training stage: a fit stopped in the middle of a validation keeps the previous ``last.ckpt``),
   and `fit_or_stop` raises `TrainingInterrupted` (exit 143 = 128 + SIGTERM, what a shell reports
   for a process killed by it). A signal that arrives after the last step (``fit`` then returns
@@ -28,15 +28,11 @@ import math
 import signal
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from asr_pe.errors import UserError
-from .lightning_private import EpochCountsAfterResume, make_resumable
 
 log = logging.getLogger(__name__)
 
@@ -94,58 +90,6 @@ def divergence(skipped: int, steps: int, consecutive: int, limits: Mapping[str, 
     return None
 
 
-class NonFiniteGuard(Callback):
-    """Raises `TrainingDiverged` after the step that crosses a ``nonfinite`` limit."""
-
-    def __init__(self, limits: Mapping[str, Any]):
-        self.limits = dict(limits)
-        self._seen = 0
-        self._consecutive = 0
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        self._seen = int(pl_module.skipped_batches)  # a resumed run's count so far (a buffer in the checkpoint)
-        self._consecutive = 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        skipped = int(pl_module.skipped_batches)
-        self._consecutive = self._consecutive + 1 if skipped > self._seen else 0
-        self._seen = skipped
-        reason = divergence(skipped, int(trainer.global_step), self._consecutive, self.limits)
-        if reason:
-            raise TrainingDiverged(f"training diverged: {reason}; stopped at step {trainer.global_step}, "
-                                   "not evaluated, the run is not marked done (lower optim.lr, raise "
-                                   "optim.warmup_steps, or set a nonfinite.* limit to null to go on)")
-
-
-class SaveOnSigterm(Callback):
-    """On Lightning's SIGTERM stop during training, save the step reached to ``path`` (every rank
-    takes part: the stop is agreed across ranks, and saving ends in a barrier). A stop between two
-    epochs is saved in the state Lightning resumes right (`asr_pe.training.lightning_private`)."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.saved_step: int | None = None
-
-    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        if not isinstance(exception, SIGTERMException) or trainer.state.stage != RunningStage.TRAINING:
-            return
-        # the loggers first (as every step checkpoint does, training/checkpoints.py): the CSV
-        # logger's buffered rows up to this step would otherwise be lost, and a resume from this
-        # step does not log them again
-        for logger in trainer.loggers:
-            logger.save()
-        make_resumable(trainer)
-        trainer.save_checkpoint(self.path)
-        self.saved_step = int(trainer.global_step)
-        log.info("SIGTERM: saved step %d to %s", self.saved_step, self.path)
-
-
-def stop_callbacks(cfg: Mapping[str, Any], last_ckpt: str | Path) -> list[Callback]:
-    """The callbacks of this module for a run config (``nonfinite:`` section) and its ``last.ckpt``, and
-    `EpochCountsAfterResume`, without which a resume after a stop at an epoch's end goes wrong later."""
-    return [NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))), SaveOnSigterm(last_ckpt), EpochCountsAfterResume()]
-
-
 @contextlib.contextmanager
 def sigterm_stops(message: str):
     """Inside the block a SIGTERM raises `TrainingInterrupted` (``message``; exit 143 with one
@@ -166,7 +110,7 @@ def sigterm_stops(message: str):
         signal.signal(signal.SIGTERM, previous)
 
 
-def _what_was_saved(saver: SaveOnSigterm | None) -> str:
+def _what_was_saved(saver) -> str:
     """What a resume continues from, as it is on disk: a stop inside a validation saves nothing, and
     before the first step checkpoint there is nothing to continue (the old message promised one)."""
     if saver is None:
@@ -184,6 +128,8 @@ def _what_was_saved(saver: SaveOnSigterm | None) -> str:
 
 def fit_or_stop(trainer, module, **fit_kwargs) -> None:
     """``trainer.fit``, with a SIGTERM stop raised as `TrainingInterrupted` (see the module docstring)."""
+    from .callbacks import SaveOnSigterm
+
     saver = next((c for c in trainer.callbacks if isinstance(c, SaveOnSigterm)), None)
     try:
         trainer.fit(module, **fit_kwargs)

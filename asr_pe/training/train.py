@@ -9,7 +9,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from .run import Run, conventional_logging, resume_load_kwargs
+from .progress import conventional_logging
+from .run import Run
 
 
 def train(cfg: DictConfig) -> Path:
@@ -27,4 +28,4 @@ def train(cfg: DictConfig) -> Path:
     return run.dir
 
 
-__all__ = ["resume_load_kwargs", "train"]
+__all__ = ["train"]

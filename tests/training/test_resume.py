@@ -158,22 +158,25 @@ def test_run_folder_names_hold_the_seed():
     assert len(folders) == 2 and all(f.endswith(f"_s{s}") for f, s in zip(sorted(folders), (0, 1)))
 
 
-def test_lightning_restores_a_resumed_state_with_weights_only():
-    # Lightning's full-state restore defaults to weights_only=False; ours asks for True where its
-    # fit takes the argument (the installed Lightning does), and a fresh start passes nothing
-    import lightning as L
+def test_lightning_restores_a_resumed_state_with_weights_only(tmp_path):
+    # Lightning's full-state restore defaults to weights_only=False; a run's fit asks for True
+    from types import SimpleNamespace
 
-    from asr_pe.training.train import resume_load_kwargs
+    from omegaconf import OmegaConf
 
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    assert resume_load_kwargs(trainer, "last.ckpt") == {"weights_only": True}
-    assert resume_load_kwargs(trainer, None) == {}
+    from asr_pe.training.resume import StartPlan
+    from asr_pe.training.run import Job, Run
 
-    class OldTrainer:  # Lightning < 2.5: fit(model, ..., ckpt_path) only
-        def fit(self, model, train_dataloaders=None, val_dataloaders=None, datamodule=None, ckpt_path=None):
-            pass
+    class Trainer:
+        is_global_zero, global_step, received_sigterm, callbacks = True, 3, False, []
 
-    assert resume_load_kwargs(OldTrainer(), "last.ckpt") == {}
+        def fit(self, module, **kwargs):
+            self.kwargs = kwargs
+
+    run = Run(OmegaConf.create({}), tmp_path, Trainer(), StartPlan(checkpoint=tmp_path / "last.ckpt", step=3),
+              saved_cfg=None, source=None)
+    run.fit(Job(SimpleNamespace(skipped_batches=0, dropped_utterances=0), datamodule=None))
+    assert run.trainer.kwargs == {"datamodule": None, "ckpt_path": str(tmp_path / "last.ckpt"), "weights_only": True}
 
 
 def test_the_newest_checkpoint_is_chosen_by_its_step(tmp_path):

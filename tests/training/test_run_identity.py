@@ -20,7 +20,8 @@ from asr_pe.errors import ConfigError, UserError
 from asr_pe.run_folder import RUN_CONTENT
 from asr_pe.training.config_checks import check_added_keys
 from asr_pe.training.run_dir import ResumeConflict, check_resume_compatible
-from asr_pe.training.stops import SaveOnSigterm, TrainingInterrupted, _what_was_saved, sigterm_stops
+from asr_pe.training.callbacks import SaveOnSigterm
+from asr_pe.training.stops import TrainingInterrupted, _what_was_saved, sigterm_stops
 
 from tiny_run import NO_DATA, ROOT, TINY
 

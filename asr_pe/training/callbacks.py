@@ -1,0 +1,208 @@
+"""Every callback the run's trainer gets, and why each one is there (`run_callbacks`).
+
+- `LastCheckpoint`, `BestCheckpoint`: the run's checkpoints under two fixed names (below).
+- `ApplyOptimSettings`: a resumed run trains with its config's optimiser settings.
+- `NonFiniteGuard`, `SaveOnSigterm`: a diverged or SIGTERM-stopped training ends as such
+  (`asr_pe.training.stops` turns it into an exit code).
+- `StepProgress` (`asr_pe.training.progress`): the step line instead of Lightning's per-epoch bars.
+- `EpochCountsAfterResume` (`asr_pe.training.lightning_private`): Lightning's epoch counters after a
+  resume at an epoch boundary.
+
+**Checkpoints.** Lightning's `ModelCheckpoint` picks file names itself: with its version counter on
+(the default) it writes ``last-v1.ckpt``, ``last-v2.ckpt``, ... whenever ``last.ckpt`` exists but is
+not the file its restored state points at: the run folder was copied or moved (the state stores the
+absolute folder), ``checkpoint.every_n_train_steps`` changed (part of the callback's state key, so
+the state is not restored at all), or two processes resumed at once. It also saves ``last`` at the
+end of training only when nothing was saved before, so a run of 40 steps with checkpoints every 7
+ended with the step-35 weights on disk. And a copied folder's ``best.ckpt`` was replaced by the
+first (worse) validation after a resume, because the best score is only restored when the folder
+path is unchanged. Here: ``checkpoints/last.ckpt`` (every ``checkpoint.every_n_train_steps`` steps
+and at the end of training) and ``checkpoints/best.ckpt`` (lowest ``val/cer``); no version counter;
+state keys that do not depend on the path or the interval; the best score restored wherever the
+folder now lives. The metric logs are flushed before each checkpoint, so ``logs/metrics.csv``
+always holds every row the checkpoint has trained through (`asr_pe.training.metrics_log`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, LAST, checkpoint_dir, checkpoint_path
+
+from .lightning_private import EpochCountsAfterResume, make_resumable
+from .progress import StepProgress
+from .schedules import lr_multiplier
+from .stops import TrainingDiverged, divergence, nonfinite_limits
+
+log = logging.getLogger(__name__)
+
+BEST_MONITOR = "val/cer"
+
+
+def run_callbacks(cfg: Mapping[str, Any], run_dir: Path) -> list[Callback]:
+    """The trainer's callbacks for a run config and its folder."""
+    ckpt_dir = checkpoint_dir(run_dir)
+    callbacks = [LastCheckpoint(ckpt_dir, int(cfg["checkpoint"]["every_n_train_steps"])), BestCheckpoint(ckpt_dir),
+                 ApplyOptimSettings(), NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))),
+                 SaveOnSigterm(checkpoint_path(run_dir)), EpochCountsAfterResume()]
+    # none with trainer.enable_progress_bar=false: Lightning refuses a progress bar then
+    if cfg["trainer"].get("enable_progress_bar", True):
+        callbacks.append(StepProgress(every_n_steps=int(cfg.get("progress_every_n_steps") or 100)))
+    return callbacks
+
+
+class _RunCheckpoint(ModelCheckpoint):
+    """Shared behaviour: flush the loggers before writing (the CSV logger otherwise writes every
+    100 steps, and a kill would lose the rows between its last write and the checkpoint)."""
+
+    def _save_checkpoint(self, trainer, filepath: str) -> None:
+        for logger in trainer.loggers:
+            logger.save()
+        super()._save_checkpoint(trainer, filepath)
+
+
+class LastCheckpoint(_RunCheckpoint):
+    """``last.ckpt`` every ``every_n_train_steps`` steps and after the final step."""
+
+    def __init__(self, dirpath: Path, every_n_train_steps: int):
+        super().__init__(dirpath=dirpath, filename=LAST, save_last=True, save_top_k=0,
+                         every_n_train_steps=every_n_train_steps, auto_insert_metric_name=False,
+                         enable_version_counter=False)
+
+    @property
+    def state_key(self) -> str:
+        return "asr_pe.LastCheckpoint"  # independent of the interval: a changed interval still resumes
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        # Lightning saves here only when no checkpoint was saved at all during the fit; the final
+        # weights must be on disk whatever the interval.
+        if trainer.global_step > 0 and self._last_global_step_saved != trainer.global_step:
+            # as it ended, the fit counts its last epoch as completed even when max_steps stopped it
+            # midway: saved so, a run continued with more steps would skip that epoch's rest
+            make_resumable(trainer)
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}  # nothing to carry: the file name is fixed
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+
+class BestCheckpoint(_RunCheckpoint):
+    """``best.ckpt``: the lowest ``val/cer`` so far, also across resumes in a moved folder."""
+
+    def __init__(self, dirpath: Path):
+        super().__init__(dirpath=dirpath, filename=BEST, monitor=BEST_MONITOR, mode="min", save_top_k=1,
+                         auto_insert_metric_name=False, enable_version_counter=False)
+
+    @property
+    def state_key(self) -> str:
+        return "asr_pe.BestCheckpoint"
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        # checkpoints written before this callback existed keep the state under Lightning's key
+        states = checkpoint.get("callbacks") or {}
+        if self.state_key not in states:
+            for key, state in list(states.items()):
+                if key.startswith("ModelCheckpoint") and isinstance(state, dict) \
+                        and state.get("monitor") == BEST_MONITOR and state.get("best_model_score") is not None:
+                    states[self.state_key] = state
+                    break
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # The saved paths name the folder the run was in then; the file is ours wherever it is now.
+        here = str(Path(self.dirpath) / f"{BEST}{CHECKPOINT_SUFFIX}")
+        score = state_dict.get("best_model_score")
+        self.best_model_score = score
+        self.best_model_path = here if score is not None else ""
+        self.best_k_models = {here: score} if score is not None else {}
+        self.kth_best_model_path = self.best_model_path
+        self.kth_value = score if score is not None else self.kth_value
+        self.current_score = state_dict.get("current_score")
+
+
+class NonFiniteGuard(Callback):
+    """Raises `TrainingDiverged` after the step that crosses a ``nonfinite`` limit."""
+
+    def __init__(self, limits: Mapping[str, Any]):
+        self.limits = dict(limits)
+        self._seen = 0
+        self._consecutive = 0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._seen = int(pl_module.skipped_batches)  # a resumed run's count so far (a buffer in the checkpoint)
+        self._consecutive = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        skipped = int(pl_module.skipped_batches)
+        self._consecutive = self._consecutive + 1 if skipped > self._seen else 0
+        self._seen = skipped
+        reason = divergence(skipped, int(trainer.global_step), self._consecutive, self.limits)
+        if reason:
+            raise TrainingDiverged(f"training diverged: {reason}; stopped at step {trainer.global_step}, "
+                                   "not evaluated, the run is not marked done (lower optim.lr, raise "
+                                   "optim.warmup_steps, or set a nonfinite.* limit to null to go on)")
+
+
+class SaveOnSigterm(Callback):
+    """On Lightning's SIGTERM stop during training, save the step reached to ``path`` (every rank
+    takes part: the stop is agreed across ranks, and saving ends in a barrier). A stop between two
+    epochs is saved in the state Lightning resumes right (`asr_pe.training.lightning_private`)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.saved_step: int | None = None
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if not isinstance(exception, SIGTERMException) or trainer.state.stage != RunningStage.TRAINING:
+            return
+        # the loggers first (as every step checkpoint does, training/checkpoints.py): the CSV
+        # logger's buffered rows up to this step would otherwise be lost, and a resume from this
+        # step does not log them again
+        for logger in trainer.loggers:
+            logger.save()
+        make_resumable(trainer)
+        trainer.save_checkpoint(self.path)
+        self.saved_step = int(trainer.global_step)
+        log.info("SIGTERM: saved step %d to %s", self.saved_step, self.path)
+
+
+class ApplyOptimSettings(Callback):
+    """A resumed run trains with the optimiser settings of its config, not those of its checkpoint.
+    
+    Lightning restores the optimiser's and the LR scheduler's state dicts after the model: the peak
+    learning rate (the scheduler's ``base_lrs``, each group's ``initial_lr``), the current ``lr``,
+    ``weight_decay``, ``betas`` and ``eps`` all come back from the checkpoint, so ``optim.lr=...`` on a
+    resume changed ``config.yaml`` but not the training. The schedule's shape (kind, warm-up, total
+    steps) is a function in the module and always follows the config. This callback rewrites the
+    loaded state (callbacks see the checkpoint before the optimiser is restored) to the config's
+    values, and sets the current ``lr`` to where the schedule stands at the restored step, so the
+    config written for the run is the one it trains with.
+    """
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        o = pl_module.optim_cfg
+        lr = float(o["lr"])
+        decay = float(o.get("weight_decay", 0.01))
+        betas = tuple(float(b) for b in o.get("betas", (0.9, 0.98)))
+        eps = float(o.get("eps", 1e-9))
+        schedulers = checkpoint.get("lr_schedulers") or []
+        step = int(schedulers[0].get("last_epoch", 0)) if schedulers else int(checkpoint.get("global_step", 0))
+        now = lr * lr_multiplier(step, kind=o.get("schedule", "noam"), warmup_steps=int(o.get("warmup_steps", 1000)),
+                                 total_steps=pl_module.total_steps, min_ratio=float(o.get("min_lr_ratio", 0.0)))
+        for state in checkpoint.get("optimizer_states") or []:
+            # the groups as configure_optimizers builds them: decayed parameters, then the others
+            for i, group in enumerate(state.get("param_groups", [])):
+                group.update(lr=now, initial_lr=lr, betas=betas, eps=eps, weight_decay=decay if i == 0 else 0.0)
+        for sched in schedulers:
+            n = len(sched.get("base_lrs") or [])
+            sched["base_lrs"] = [lr] * n
+            sched["_last_lr"] = [now] * n
