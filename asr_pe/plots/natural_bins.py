@@ -45,6 +45,7 @@ from asr_pe.evaluation.in_context import read_records, two_level_ratio_ci
 from asr_pe.results_table import logical_path
 from asr_pe.run_folder import PER_UTT, result_dir
 
+from .cape_paper import figure_title
 from .wer_vs_length import (
     METRICS, LabelSeries, RunDirError, RunResult, aggregate, ci_cell, draw_series, load_runs, long_csv,
     save_figure, seeds_cell,
@@ -152,11 +153,12 @@ def _bins(nb: NaturalBins) -> list[str]:
     return [b for b in order if b in present] + [ALL_LABEL]
 
 
-def markdown(nb: NaturalBins) -> str:
+def markdown(nb: NaturalBins, caption: str | None = None) -> str:
     cols = _bins(nb)
     n_runs = len(nb.runs)
     counts = {b: max((nb.utterances[s.label].get(b, 0) for s in nb.series["wer"]), default=0) for b in cols}
     out = [f"# Error rate per {nb.step:g} s bin of the natural utterances — test set `{nb.test_set}`", "",
+           *([caption, ""] if caption else []),
            f"The CAPE paper's length figure: the set's own utterances binned by duration ({nb.step:g} s bins, "
            f"`step:{nb.step:g}` edges; bins without utterances left out), from each run's `per_utt.jsonl`. "
            f"{n_runs} run(s), {len(nb.series['wer'])} label(s). Cell: the rate pooled over the bin's utterances "
@@ -174,7 +176,7 @@ def markdown(nb: NaturalBins) -> str:
     return "\n".join(out)
 
 
-def plot(nb: NaturalBins, path: str | os.PathLike, title: str | None = None) -> None:
+def plot(nb: NaturalBins, path: str | os.PathLike, title: str | None = None, caption: str | None = None) -> None:
     """Two panels (WER, CER): x the bin's mean duration on a linear axis with the bin edges as
     ticks, one line per label (band: the crossed CI), y from 0, the longest training input dashed."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg   # no global backend switch
@@ -205,23 +207,24 @@ def plot(nb: NaturalBins, path: str | os.PathLike, title: str | None = None) -> 
     handles += [Line2D([], [], color="0.3", ls="--", lw=1, label=f"longest training input ({t:.1f} s)")
                 for t in tmaxes if t <= nb.edges[-1]]
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
-    fig.suptitle(title or f"WER and CER per {nb.step:g} s bin of the natural utterances — {nb.test_set} "
-                 "(band: 95 % CI, utterances x seeds)", fontsize=10)
+    fig.suptitle(figure_title(title or f"WER and CER per {nb.step:g} s bin of the natural utterances — {nb.test_set} "
+                              "(band: 95 % CI, utterances x seeds)", caption), fontsize=10)
     save_figure(fig, path)
 
 
 def natural_bins_report(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike, *, test_set: str,
-                        step: float = NATURAL_BIN_S, n_boot: int = 1000, title: str | None = None
-                        ) -> dict[str, Path]:
-    """Write ``natural_bins.{png,md,csv}`` and ``natural_bins_runs.csv`` into ``out_dir``."""
+                        step: float = NATURAL_BIN_S, n_boot: int = 1000, title: str | None = None,
+                        caption: str | None = None) -> dict[str, Path]:
+    """Write ``natural_bins.{png,md,csv}`` and ``natural_bins_runs.csv`` into ``out_dir``; ``caption``
+    (e.g. `asr_pe.plots.cape_paper.caption`) goes under the figure's title and into the markdown."""
     nb = natural_bins(paths, test_set, step=step, n_boot=n_boot)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {"png": out_dir / "natural_bins.png", "md": out_dir / "natural_bins.md",
              "csv": out_dir / "natural_bins.csv", "runs_csv": out_dir / "natural_bins_runs.csv"}
-    atomic_write_text(files["md"], markdown(nb))
+    atomic_write_text(files["md"], markdown(nb, caption))
     atomic_write_text(files["csv"], label_csv(nb))
     atomic_write_text(files["runs_csv"], long_csv(nb.runs))
-    plot(nb, files["png"], title)
+    plot(nb, files["png"], title, caption)
     log.info("%s: %d bins of %g s, %d run(s)", out_dir, len(nb.edges) - 1, step, len(nb.runs))
     return files

@@ -41,6 +41,7 @@ from asr_pe.evaluation.rate_ladder import RateLadderError, _check_axis, default_
 from asr_pe.results_table import locate, logical_path
 from asr_pe.run_folder import PER_UTT, result_dir, result_name
 
+from .cape_paper import figure_title
 from .wer_vs_length import check_one_run_per_seed, load_runs, save_figure
 
 __all__ = ["RungResult", "LabelLadder", "rate_ladder", "rate_markdown", "rate_csv", "plot_rate_ladder",
@@ -151,12 +152,13 @@ def _axis_name(axis: str) -> str:
     return "tempo (× as recorded)" if axis == "tempo" else "feature hop (ms)"
 
 
-def rate_markdown(ladders: Sequence[LabelLadder], test_set: str, axis: str) -> str:
+def rate_markdown(ladders: Sequence[LabelLadder], test_set: str, axis: str, caption: str | None = None) -> str:
     values = list(next(iter(ladders[0].rungs.values()))) if ladders else []
     n = ladders[0].rungs["wer"][values[0]].utterances if ladders and values else 0
     what = ("the audio time-stretched (`eval.tempo`, pitch kept; > 1 faster)" if axis == "tempo" else
             "the features computed with another hop (`eval.hop_ms`; a longer hop shows the model faster speech)")
     out = [f"# Error rate versus speaking rate — test set `{test_set}`, axis `{axis}`", "",
+           *([caption, ""] if caption else []),
            f"The same {n} utterances at every rung, {what}. Cell: the rate pooled over the utterances and the "
            "seeds (%) [95 % crossed bootstrap: utterances resampled, one draw for every seed, then seeds]; with "
            "several seeds the per-seed rates follow in parentheses. Ratio: errors at the rung / errors of the same "
@@ -200,7 +202,7 @@ def rate_csv(ladders: Sequence[LabelLadder], test_set: str, axis: str) -> str:
 
 
 def plot_rate_ladder(ladders: Sequence[LabelLadder], path: str | os.PathLike, *, test_set: str, axis: str,
-                     metric: str = "wer", title: str | None = None) -> None:
+                     metric: str = "wer", title: str | None = None, caption: str | None = None) -> None:
     """Two panels: the rate against the rung (band: crossed CI), and its ratio to the plain rung."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg   # no global backend switch
     from matplotlib.figure import Figure
@@ -229,15 +231,17 @@ def plot_rate_ladder(ladders: Sequence[LabelLadder], path: str | os.PathLike, *,
     ax_ratio.axhline(1.0, color="0.3", ls=":", lw=1)
     ax_ratio.set_ylabel(f"{metric.upper()} / {metric.upper()} at the plain rung")
     ax_ratio.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(title or f"{metric.upper()} versus speaking rate — {test_set} (same utterances at every rung; "
-                 "band: 95 % CI, utterances x seeds)", fontsize=10)
+    fig.suptitle(figure_title(title or f"{metric.upper()} versus speaking rate — {test_set} (same utterances at "
+                              "every rung; band: 95 % CI, utterances x seeds)", caption), fontsize=10)
     save_figure(fig, path)
 
 
 def rate_report(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike, *, test_set: str,
                 axis: str = "tempo", values: Sequence[float] | None = None, suffix: str = "",
-                metric: str = "wer", n_boot: int = 1000, title: str | None = None) -> dict[str, Path]:
-    """Write ``rate_<axis>.{png,md,csv}`` into ``out_dir``; returns the paths."""
+                metric: str = "wer", n_boot: int = 1000, title: str | None = None,
+                caption: str | None = None) -> dict[str, Path]:
+    """Write ``rate_<axis>.{png,md,csv}`` into ``out_dir``; returns the paths. ``caption`` (e.g.
+    `asr_pe.plots.cape_paper.caption`) goes under the figure's title and into the markdown."""
     if metric not in COUNTS:
         raise RateLadderError(f"metric {metric!r}: choose one of {tuple(COUNTS)}")
     ladders = rate_ladder(paths, test_set, axis=axis, values=values, suffix=suffix, n_boot=n_boot)
@@ -245,7 +249,7 @@ def rate_report(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike, 
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"rate_{axis}"
     files = {"png": out_dir / f"{stem}.png", "md": out_dir / f"{stem}.md", "csv": out_dir / f"{stem}.csv"}
-    atomic_write_text(files["md"], rate_markdown(ladders, test_set, axis))
+    atomic_write_text(files["md"], rate_markdown(ladders, test_set, axis, caption))
     atomic_write_text(files["csv"], rate_csv(ladders, test_set, axis))
-    plot_rate_ladder(ladders, files["png"], test_set=test_set, axis=axis, metric=metric, title=title)
+    plot_rate_ladder(ladders, files["png"], test_set=test_set, axis=axis, metric=metric, title=title, caption=caption)
     return files

@@ -5,9 +5,11 @@
 #   stage 2  manifests <work_dir>/manifests/<set>.jsonl (corpus-specific)
 #   stage 3  long-form sets <set>_long.jsonl             stage_longform SET...
 #   stage 4  train one model per PE in $pes              stage_train [OVERRIDE...]
-#   stage 5  evaluate every run on the test sets         stage_evaluate
+#   stage 5  evaluate every run on the test sets         stage_evaluate (+ the rate ladders of
+#            --rate_axes on the natural sets)
 #   stage 6  WER-vs-length figures per test set + all sets stage_plot (+ the in-context table,
-#            the natural sets in 5 s bins)
+#            the natural sets in 5 s bins, the rate ladders; the CAPE paper's figures captioned
+#            with what it did and the recipe's $corpus_note)
 # The recipe defines `test_sets` (names of the test manifests that exist, one a line; see
 # `existing_sets`) and may redefine `check_test_sets`, `longform_done`, `built_from` and `natural_set`
 # (defaults below).
@@ -21,10 +23,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/stage_range.sh"   # check_stage_range
 
 # Options of every corpus recipe; a recipe adds its own in `parse_options NAME... -- "$@"`.
 recipe_common_options="stage stop_stage work_dir data_dir corpus_dir mirror verify checksums longform_durations \
-pes experiment extra eval_extra smoke metric heldout_fraction"
+pes experiment extra eval_extra smoke metric heldout_fraction rate_axes"
 # defaults of the common options a recipe need not set itself
 metric=${metric:-wer}                      # stage 6: wer | cer (figures, tables, in-context ratios)
 heldout_fraction=${heldout_fraction:-0.1}  # stage 4: chapters/talks held out of a part that is both train and dev
+# stages 5-6: the CAPE paper's rate axes for the natural sets: "tempo" (audio time-stretched, pitch kept;
+# sox tempo's rungs 0.8 ... 1.3), "hop_ms" (features at hops 8 ... 12 ms), both, or none (empty)
+rate_axes=${rate_axes:-}
+corpus_note=${corpus_note:-}               # a recipe's sentence after the paper's caption (which corpus it uses)
 
 # smoke_requested ARG...: true when the options hold --smoke (alone, or --smoke true / --smoke=true).
 # A recipe calls it before `parse_options` and then sets its smoke defaults (a small experiment,
@@ -77,6 +83,13 @@ parse_options() {
     wer|cer) ;;
     *) echo "$0: error: --metric '$metric': the metrics are wer and cer" >&2; exit 2 ;;
   esac
+  local a
+  for a in $rate_axes; do
+    case "$a" in
+      tempo|hop_ms) ;;
+      *) echo "$0: error: --rate_axes '$rate_axes': the axes are tempo and hop_ms" >&2; exit 2 ;;
+    esac
+  done
 }
 
 # recipe_setup NAME: the checked interpreter ($PYTHON and PYTHONPATH, recipes/python.sh), absolute
@@ -265,7 +278,7 @@ stage_train() {
 # without --eval_extra after one with it decodes the run's own settings again.
 stage_evaluate() {
   local -a sets todo
-  local pe run s
+  local pe run s a
   mapfile -t sets < <(test_sets)
   [ "${#sets[@]}" -gt 0 ] || { echo "$0: stage 5: no test manifests in $manifest_dir (run stages 2-3)" >&2; exit 1; }
   check_test_sets "${sets[@]}"
@@ -278,6 +291,16 @@ stage_evaluate() {
     log "  $pe: evaluate ${sets[*]}${eval_extra:+ with $eval_extra} (reuse=true: results of this checkpoint and these settings are kept)"
     # shellcheck disable=SC2086  # $eval_extra holds several overrides on purpose
     run_child "$PYTHON" "$repo/evaluate.py" run="$run" data.test="$(hydra_list "${todo[@]}")" reuse=true $eval_extra
+    for a in $rate_axes; do
+      for s in "${sets[@]}"; do
+        natural_set "$s" || continue
+        # the same utterances at every rung of the axis (eval/<set>_tempo1p2, ...; complete rungs reused)
+        log "  $pe: $s on the $a ladder"
+        # shellcheck disable=SC2086
+        run_child "$PYTHON" "$repo/scripts/evaluate_rates.py" run="$run" axis="$a" \
+          data.test="$(hydra_list "$manifest_dir/$s.jsonl")" reuse=true $eval_extra
+      done
+    done
   done
 }
 
@@ -286,7 +309,7 @@ stage_evaluate() {
 # in-context ratio of every long-form set per PE (plots/in_context_<metric>.{md,csv}).
 stage_plot() {
   local -a sets runs pairs ref
-  local pe s from
+  local pe s from a
   mapfile -t sets < <(test_sets)
   check_test_sets "${sets[@]}"
   runs=()
@@ -303,7 +326,13 @@ stage_plot() {
       # a set of the corpus's own utterances: the CAPE paper's length figure too, WER and CER per
       # 5 s bin (0-5, 5-10, ... s; asr_pe/plots/natural_bins.py), from the same per_utt.jsonl
       log "stage 6: 5 s bins of the natural utterances of $s -> $work_dir/plots/$s/natural_bins.png"
-      run_child "$PYTHON" "$repo/scripts/plot_natural_bins.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s"
+      run_child "$PYTHON" "$repo/scripts/plot_natural_bins.py" "${runs[@]}" --test-set "$s" --out "$work_dir/plots/$s" \
+        --paper-caption ${corpus_note:+--note "$corpus_note"}
+      for a in $rate_axes; do  # the paper's rate figures: the same utterances faster and slower
+        log "stage 6: $s on the $a ladder -> $work_dir/plots/$s/rate_$a.png"
+        run_child "$PYTHON" "$repo/scripts/plot_rate_ladder.py" "${runs[@]}" --test-set "$s" --axis "$a" \
+          --metric "$metric" --out "$work_dir/plots/$s" --paper-caption ${corpus_note:+--note "$corpus_note"}
+      done
     fi
   done
   # the study's figure: every test set a panel, every PE a line (the CAPE paper's layout)

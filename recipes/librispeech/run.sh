@@ -9,7 +9,10 @@
 #            a training and a dev part (the smoke run's dev-clean) is split: chapters held out to validate
 #   stage 5  evaluate every run on the short and long-form test sets (skips finished sets); writes the
 #            in-context ratio of each long-form set (eval/<part>_long/in_context.md)
-#   stage 6  WER (--metric cer: CER) vs length figures per test set across all runs, in-context table
+#   stage 6  WER (--metric cer: CER) vs length figures per test set across all runs, in-context table,
+#            the natural utterances in 5 s bins (the CAPE paper's length figure); with --rate_axes
+#            "tempo hop_ms", stage 5 decodes the natural sets on the paper's rate ladders and stage 6
+#            draws them
 #
 # Usage: recipes/librispeech/run.sh [--stage N] [--stop_stage M] [--name value ...]
 # Every variable below can be set with --name value (or --name=value); see README.md.
@@ -38,6 +41,9 @@ extra=""                           # extra Hydra overrides for train.py, e.g. "t
 eval_extra=""                      # extra Hydra overrides for evaluate.py, e.g. "device=cuda"
 metric=wer                         # stage 6: wer | cer
 heldout_fraction=0.1               # stage 4: chapters held out of a part that is both a train and a dev part
+rate_axes=""                       # stages 5-6: "tempo", "hop_ms" or both: the CAPE paper's rate ladders
+# stage 6: said under the CAPE paper's figures (natural 5 s bins, rate ladders)
+corpus_note="Here: LibriSpeech, in place of the paper's WSJ (licensed), and no TED-LIUM 3 (recipes/tedlium3)."
 smoke=false                        # --smoke: the smoke run below (any option given still wins)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

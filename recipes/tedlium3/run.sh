@@ -9,7 +9,10 @@
 #            and validated on (the smoke run's dev) is split: talks held out to validate
 #   stage 5  evaluate every run on the segment, long-form and full-talk sets (skips finished sets);
 #            writes the in-context ratio of <split>_long and <split>_talks (eval/<set>/in_context.md)
-#   stage 6  WER (--metric cer: CER) vs length figures per test set across all runs, in-context table
+#   stage 6  WER (--metric cer: CER) vs length figures per test set across all runs, in-context table,
+#            the natural utterances in 5 s bins (the CAPE paper's length figure); with --rate_axes
+#            "tempo hop_ms", stage 5 decodes the natural sets on the paper's rate ladders and stage 6
+#            draws them
 #
 # Usage: recipes/tedlium3/run.sh [--stage N] [--stop_stage M] [--name value ...]
 # Every variable below can be set with --name value (or --name=value); see README.md.
@@ -39,6 +42,9 @@ extra=""                           # extra Hydra overrides for train.py, e.g. "t
 eval_extra=""                      # extra Hydra overrides for evaluate.py, e.g. "device=cuda"
 metric=wer                         # stage 6: wer | cer
 heldout_fraction=0.1               # stage 4: talks held out of a split both trained and validated on
+rate_axes=""                       # stages 5-6: "tempo", "hop_ms" or both: the CAPE paper's rate ladders
+# stage 6: said under the CAPE paper's figures (natural 5 s bins, rate ladders)
+corpus_note="Here: TED-LIUM 3, as in the paper (its WSJ is licensed; recipes/librispeech stands in)."
 smoke=false                        # --smoke: the smoke run below (any option given still wins)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from asr_pe.evaluation.buckets import bucket_table, resolve_edges, step_edges, write_bucket_files, write_per_utt
+from asr_pe.plots import cape_paper
 from asr_pe.plots.natural_bins import natural_bins, natural_bins_report
 from asr_pe.plots.wer_vs_length import RunDirError
 
@@ -117,3 +118,10 @@ def test_script_cli(runs, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         script.main([str(runs), "--test-set", "test", "--out", str(tmp_path / "o"), "--step", "0"])
     assert stop.value.code == 2
+    assert "CAPE paper drew" not in (tmp_path / "o" / "natural_bins.md").read_text()   # no caption unless asked
+    # the recipes' stage 6: what the paper did, then the recipe's own note, under the title and in the table
+    assert script.main([str(runs), "--test-set", "test", "--out", str(tmp_path / "c"), "--n-boot", "20",
+                        "--paper-caption", "--note", "Here: a toy corpus."]) == 0
+    md = (tmp_path / "c" / "natural_bins.md").read_text().splitlines()
+    assert md[2] == cape_paper.caption("natural_bins", "Here: a toy corpus.")
+    assert "TED-LIUM 3's natural test utterances in 5 s duration bins" in md[2] and md[2].endswith("a toy corpus.")

@@ -96,6 +96,10 @@ def test_script_cli(runs, tmp_path, capsys):
     assert (out / "rate_tempo.png").exists()
     assert script.main([str(runs), "--test-set", "test", "--out", str(out)]) == 2     # default ladder: 0.9 missing
     assert "error: " in capsys.readouterr().err
+    assert script.main([str(runs), "--test-set", "test", "--out", str(out), "--values", "0.8", "1", "1.2",
+                        "--n-boot", "20", "--paper-caption"]) == 0
+    caption = (out / "rate_tempo.md").read_text().splitlines()[2]
+    assert caption.startswith("The CAPE paper's rate test: WSJ dev re-encoded with sox tempo -s 1.2")
 
 
 def test_the_hop_axis_reads_the_runs_own_hop_as_the_plain_rung(runs):

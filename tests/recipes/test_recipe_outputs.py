@@ -73,8 +73,9 @@ def test_stage_6_takes_the_metric_and_refers_long_form_sets_to_the_set_they_were
     script = f"{REPO}/scripts"
     assert got == [
         f"{script}/plot_wer_vs_length.py {r} --test-set test --metric cer --out {work}/plots/test",
-        # the natural utterances (test, not test_long nor test_talks) in the paper's 5 s bins
-        f"{script}/plot_natural_bins.py {r} --test-set test --out {work}/plots/test",
+        # the natural utterances (test, not test_long nor test_talks) in the paper's 5 s bins, captioned
+        # with what the paper did and the recipe's corpus note
+        f"{script}/plot_natural_bins.py {r} --test-set test --out {work}/plots/test --paper-caption --note {TED_NOTE}",
         f"{script}/plot_wer_vs_length.py {r} --test-set test_long --metric cer --reference-set test "
         f"--out {work}/plots/test_long",
         f"{script}/plot_wer_vs_length.py {r} --test-set test_talks --metric cer --reference-set test "
@@ -84,6 +85,41 @@ def test_stage_6_takes_the_metric_and_refers_long_form_sets_to_the_set_they_were
         f"{script}/in_context_table.py {r} --pair test_long test --pair test_talks test --metric cer "
         f"--out {work}/plots/in_context_cer.md",
     ]
+
+
+TED_NOTE = "Here: TED-LIUM 3, as in the paper (its WSJ is licensed; recipes/librispeech stands in)."
+
+
+def test_the_rate_axes_decode_and_draw_the_natural_sets_on_the_paper_s_rate_ladders(fake, tmp_path):
+    """--rate_axes "tempo hop_ms": stage 5 decodes each run's natural sets (not the joined or whole-talk
+    ones) at every rung of each axis after the plain evaluation, stage 6 draws each ladder."""
+    work, md, runs = manifests(tmp_path, ("test", "test_long", "test_talks"))
+    for pe in ("none", "cape"):
+        (runs / pe).mkdir(parents=True)
+    _, got = fake(TED, "--stage", "5", "--stop_stage", "6", "--work_dir", str(work), "--pes", "none cape",
+                  "--test_splits", "test", "--rate_axes", "tempo hop_ms")
+    script, r = f"{REPO}/scripts", f"{runs}/none {runs}/cape"
+    rates = [c for c in got if "evaluate_rates.py" in c or "plot_rate_ladder.py" in c]
+    assert rates == [
+        *(f"{script}/evaluate_rates.py run={runs}/{pe} axis={axis} data.test=['{md}/test.jsonl'] reuse=true"
+          for pe in ("none", "cape") for axis in ("tempo", "hop_ms")),
+        *(f"{script}/plot_rate_ladder.py {r} --test-set test --axis {axis} --metric wer --out {work}/plots/test "
+          f"--paper-caption --note {TED_NOTE}" for axis in ("tempo", "hop_ms")),
+    ]
+    # each run's plain evaluation comes before its ladders
+    assert [c.split()[0].rsplit("/", 1)[1] for c in got[:3]] == ["evaluate.py", "evaluate_rates.py",
+                                                                 "evaluate_rates.py"]
+    # without --rate_axes nothing is decoded again
+    _, got = fake(TED, "--stage", "5", "--stop_stage", "6", "--work_dir", str(work), "--pes", "none cape",
+                  "--test_splits", "test")
+    assert not [c for c in got if "rate" in c.split()[0]]
+
+
+@pytest.mark.parametrize("script", [LIBRI, TED])
+def test_an_unknown_rate_axis_is_one_error_line_before_anything_runs(fake, tmp_path, script):
+    proc, got = fake(script, "--stage", "5", "--rate_axes", "tempo speed", check=False)
+    assert proc.returncode == 2 and got == []
+    assert proc.stderr.strip() == f"{script}: error: --rate_axes 'tempo speed': the axes are tempo and hop_ms"
 
 
 def test_stage_6_without_long_form_sets_draws_no_in_context_table(fake, tmp_path):

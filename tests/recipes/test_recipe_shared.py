@@ -196,7 +196,8 @@ prev=; for a in "$@"; do case "$prev $a" in "--out "*.jsonl) touch "$a" ;; *" ru
         f"{repo}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope --test-set eval --metric wer "
         f"--out {work}/plots/eval",
         # the corpus's own utterances (not the joined eval_long): the 5 s natural bins too
-        f"{repo}/scripts/plot_natural_bins.py {runs}/none {runs}/rope --test-set eval --out {work}/plots/eval",
+        f"{repo}/scripts/plot_natural_bins.py {runs}/none {runs}/rope --test-set eval --out {work}/plots/eval "
+        "--paper-caption",
         f"{repo}/scripts/plot_wer_vs_length.py {runs}/none {runs}/rope --test-set eval_long --metric wer "
         f"--reference-set eval --out {work}/plots/eval_long",
         f"{repo}/scripts/plot_corpus_figure.py {runs}/none {runs}/rope --test-sets eval eval_long "
