@@ -53,9 +53,12 @@ def caption(kind: str, note: str | None = None) -> str:
     return " ".join(parts)
 
 
-def figure_title(title: str, text: str | None) -> str:
-    """``title`` with a caption ``text`` wrapped under it (the figures' suptitle)."""
-    return title if not text else title + "\n" + textwrap.fill(text, width=170)
+def add_caption(fig, text: str | None, width: int = 150) -> None:
+    """A caption ``text`` under a matplotlib figure's panels, wrapped to ``width`` characters (a
+    figure-level x label: constrained layout keeps room for it; the legend beside the panels and
+    the title above them stay clear)."""
+    if text:
+        fig.supxlabel(textwrap.fill(text, width=width), fontsize=7.5)
 
 
 def setup_markdown() -> str:

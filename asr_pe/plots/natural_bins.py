@@ -45,7 +45,7 @@ from asr_pe.evaluation.in_context import read_records, two_level_ratio_ci
 from asr_pe.results_table import logical_path
 from asr_pe.run_folder import PER_UTT, result_dir
 
-from .cape_paper import figure_title
+from .cape_paper import add_caption
 from .wer_vs_length import (
     METRICS, LabelSeries, RunDirError, RunResult, aggregate, ci_cell, draw_series, load_runs, long_csv,
     save_figure, seeds_cell,
@@ -207,8 +207,9 @@ def plot(nb: NaturalBins, path: str | os.PathLike, title: str | None = None, cap
     handles += [Line2D([], [], color="0.3", ls="--", lw=1, label=f"longest training input ({t:.1f} s)")
                 for t in tmaxes if t <= nb.edges[-1]]
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
-    fig.suptitle(figure_title(title or f"WER and CER per {nb.step:g} s bin of the natural utterances — {nb.test_set} "
-                              "(band: 95 % CI, utterances x seeds)", caption), fontsize=10)
+    fig.suptitle(title or f"WER and CER per {nb.step:g} s bin of the natural utterances — {nb.test_set} "
+                 "(band: 95 % CI, utterances x seeds)", fontsize=10)
+    add_caption(fig, caption)
     save_figure(fig, path)
 
 

@@ -41,7 +41,7 @@ from asr_pe.evaluation.rate_ladder import RateLadderError, _check_axis, default_
 from asr_pe.results_table import locate, logical_path
 from asr_pe.run_folder import PER_UTT, result_dir, result_name
 
-from .cape_paper import figure_title
+from .cape_paper import add_caption
 from .wer_vs_length import check_one_run_per_seed, load_runs, save_figure
 
 __all__ = ["RungResult", "LabelLadder", "rate_ladder", "rate_markdown", "rate_csv", "plot_rate_ladder",
@@ -231,8 +231,9 @@ def plot_rate_ladder(ladders: Sequence[LabelLadder], path: str | os.PathLike, *,
     ax_ratio.axhline(1.0, color="0.3", ls=":", lw=1)
     ax_ratio.set_ylabel(f"{metric.upper()} / {metric.upper()} at the plain rung")
     ax_ratio.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(figure_title(title or f"{metric.upper()} versus speaking rate — {test_set} (same utterances at "
-                              "every rung; band: 95 % CI, utterances x seeds)", caption), fontsize=10)
+    fig.suptitle(title or f"{metric.upper()} versus speaking rate — {test_set} (same utterances at every rung; "
+                 "band: 95 % CI, utterances x seeds)", fontsize=10)
+    add_caption(fig, caption)
     save_figure(fig, path)
 
 
