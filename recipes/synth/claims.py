@@ -1582,6 +1582,8 @@ DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, ATTENTION_S4.parent / "README.md": A
              STUDY / "hybrid" / "README.md": HYBRID_NOTE_CLAIMS, LADDER / "README.md": LADDER_NOTE_CLAIMS,
              STUDY / "seeds" / "README.md": SEEDS_NOTE_CLAIMS, STUDY / FT / "README.md": FINETUNE_NOTE_CLAIMS,
              STUDY / "remedies_report" / "README.md": REMEDIES_NOTE_CLAIMS}
+# issue 45 point 3: study/rate/README.md, its claims in claims_rate.py (run by path: recipes/ is no package)
+DOCUMENTS.update(__import__("runpy").run_path(str(RECIPE / "claims_rate.py"))["RATE_DOCUMENTS"])
 
 
 def copied_rows(report: str) -> list[str]:

@@ -1,0 +1,40 @@
+#!/bin/bash
+# issue 45 point 3: archive the rate-ladder decodings of the seed-4 CTC runs (none, sinusoidal, RoPE,
+# relative, CAPE) into recipes/synth/study/rate/results.jsonl.xz and draw the reports from the archive.
+#
+#   bash recipes/synth/study/rate/archive.sh /work/rate_study/runs
+#
+# Stages each <runs>/<pe>_ctc_s4 as run_info.json, config.yaml and, per rate-ladder set (eval/test,
+# eval/test_tempo*, eval/test_hop*, eval/ladder_test_alone, eval/ladder_test_alone_tempo*), its
+# buckets.csv, buckets.meta.json and per_utt.jsonl (no checkpoints, none of the runs' other sets);
+# adds the staged folders to the table (python -m asr_pe.results_table add), then runs
+# scripts/plot_rate_ladder.py on the archived runs (report/<set>/rate_<axis>.{md,csv,png}).
+set -euo pipefail
+RUNS=${1:?usage: archive.sh <folder of the decoded runs>}
+REPO=$(cd "$(dirname "$0")/../../../.." && pwd)
+HERE=recipes/synth/study/rate
+PY=${PY:-$REPO/.venv/bin/python}
+PES="none sinusoidal rope relative cape"
+cd "$REPO"
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+for pe in $PES; do
+  run=$RUNS/${pe}_ctc_s4
+  dest=$STAGE/${pe}_ctc_s4
+  mkdir -p "$dest"
+  cp "$run/run_info.json" "$run/config.yaml" "$dest/"
+  for d in "$run"/eval/test "$run"/eval/test_tempo* "$run"/eval/test_hop* "$run"/eval/ladder_test_alone \
+           "$run"/eval/ladder_test_alone_tempo*; do
+    [ -d "$d" ] || continue
+    mkdir -p "$dest/eval/$(basename "$d")"
+    for f in buckets.csv buckets.meta.json per_utt.jsonl; do
+      cp "$d/$f" "$dest/eval/$(basename "$d")/$f"
+    done
+  done
+done
+"$PY" -m asr_pe.results_table add "$HERE" "$STAGE"/*_ctc_s4
+"$PY" -m asr_pe.results_table check "$HERE" "$STAGE"/*_ctc_s4
+ARCHIVED=$(for pe in $PES; do echo "$HERE/${pe}_ctc_s4"; done)
+"$PY" scripts/plot_rate_ladder.py $ARCHIVED --test-set test --axis tempo --out "$HERE/report/test"
+"$PY" scripts/plot_rate_ladder.py $ARCHIVED --test-set test --axis hop_ms --out "$HERE/report/test"
+"$PY" scripts/plot_rate_ladder.py $ARCHIVED --test-set ladder_test_alone --axis tempo --out "$HERE/report/ladder_test_alone"
