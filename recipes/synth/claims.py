@@ -482,7 +482,7 @@ CLAIMS = [
           "{} % [{}, {}] of its attention within ±0.5 s on the ladder's 160 s rung against {} % [{}, {}] at 2-4 s",
           lambda d: [*_pct(rope_s4_attention("ladder_test_gap500ms_160"))[:3],
                      *_pct(rope_s4_attention("ladder_test_alone"))[:3]]),
-    # the demo (make demo DEMO_ARGS=threads=1, archived in study/demo)
+    # the demo (make demo, its default threads=1, archived in study/demo)
     Claim("demo",
           "test CER {} / {} / {} / {} / {} / {} % at 0-2 … 32-64 s, all {} %",
           lambda d: [cer(d, "rope", b, "test", folder="demo", seeds=(0,)) for b in (*TEST_BUCKETS, "all")]),

@@ -55,3 +55,11 @@ def test_validation_prints_its_metrics_and_the_eta_counts_the_remaining_steps():
     line = bar.line(trainer(100, max_steps=1000))
     assert "0.10 s/step" in line and "ETA 1m30s" in line
     assert format_duration(3725) == "1h02m" and format_duration(float("nan")) == "?"
+
+
+def test_a_busy_machine_gets_the_threads_hint_and_an_idle_one_none():
+    from asr_pe.training.run import busy_machine_hint
+
+    assert busy_machine_hint(load=0.4, cores=2) is None and busy_machine_hint(load=1.0, cores=2) is None
+    hint = busy_machine_hint(load=3.7, cores=2)
+    assert hint.startswith("[asr_pe] this machine is busy (load 3.7 on 2 cores)") and "threads=1" in hint
