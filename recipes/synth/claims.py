@@ -1584,6 +1584,8 @@ DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, ATTENTION_S4.parent / "README.md": A
              STUDY / "remedies_report" / "README.md": REMEDIES_NOTE_CLAIMS}
 # issue 45 point 3: study/rate/README.md, its claims in claims_rate.py (run by path: recipes/ is no package)
 DOCUMENTS.update(__import__("runpy").run_path(str(RECIPE / "claims_rate.py"))["RATE_DOCUMENTS"])
+# issue 45 points 1 and 5: study/natural_bins/README.md, its claims in claims_natural_bins.py
+DOCUMENTS.update(__import__("runpy").run_path(str(RECIPE / "claims_natural_bins.py"))["NATURAL_BINS_DOCUMENTS"])
 
 
 def copied_rows(report: str) -> list[str]:
