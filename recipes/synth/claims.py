@@ -1582,10 +1582,13 @@ DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, ATTENTION_S4.parent / "README.md": A
              STUDY / "hybrid" / "README.md": HYBRID_NOTE_CLAIMS, LADDER / "README.md": LADDER_NOTE_CLAIMS,
              STUDY / "seeds" / "README.md": SEEDS_NOTE_CLAIMS, STUDY / FT / "README.md": FINETUNE_NOTE_CLAIMS,
              STUDY / "remedies_report" / "README.md": REMEDIES_NOTE_CLAIMS}
-# issue 45 point 3: study/rate/README.md, its claims in claims_rate.py (run by path: recipes/ is no package)
-DOCUMENTS.update(__import__("runpy").run_path(str(RECIPE / "claims_rate.py"))["RATE_DOCUMENTS"])
-# issue 45 points 1 and 5: study/natural_bins/README.md, its claims in claims_natural_bins.py
-DOCUMENTS.update(__import__("runpy").run_path(str(RECIPE / "claims_natural_bins.py"))["NATURAL_BINS_DOCUMENTS"])
+# issue 45: study/rate/README.md and study/natural_bins/README.md, their claims (and those of what
+# RESULTS.md says of them) in claims_rate.py and claims_natural_bins.py (run by path: recipes/ is no package)
+_RATE = __import__("runpy").run_path(str(RECIPE / "claims_rate.py"))
+_NATURAL_BINS = __import__("runpy").run_path(str(RECIPE / "claims_natural_bins.py"))
+DOCUMENTS.update(_RATE["RATE_DOCUMENTS"])
+DOCUMENTS.update(_NATURAL_BINS["NATURAL_BINS_DOCUMENTS"])
+CLAIMS += _RATE["RATE_RESULTS_CLAIMS"] + _NATURAL_BINS["NATURAL_BINS_RESULTS_CLAIMS"]
 
 
 def copied_rows(report: str) -> list[str]:

@@ -383,6 +383,14 @@ def _meta_n_boot(pe):
 
 
 RATE_DOCUMENTS = {README: RATE_CLAIMS}
+# what recipes/synth/RESULTS.md says of the rate study (claims.py adds them to its CLAIMS)
+RATE_RESULTS_CLAIMS = [
+    Claim("RESULTS: tempo 1.3 CER ratios on the short pool", "multiplies the CER of 2-3 s utterances by {}-{}×",
+          lambda d: _minmax(ratio(pe, ALONE, "tempo", 1.3, "cer")[0] for pe in PES)),
+    Fact("RESULTS: CAPE less accurate than none everywhere", "CAPE is less accurate than `none` at every rung of "
+         "every ladder.", lambda d: _pattern("rate", "none", {(t, a, v, m): "worse" for t, a in LADDERS
+                                                              for v in rungs(a) for m in METRICS})),
+]
 
 
 def failures() -> list[str]:
