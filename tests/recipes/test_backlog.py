@@ -94,3 +94,99 @@ def test_the_reproduction_check_reads_the_main_study_s_archive_that_names_its_ch
     rows[0]["hyp"] += " x"
     per_utt.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert not backlog.reproduce(run, STUDY / "runs")["reproduced"]
+
+
+FAKE_PYTHON = r'''#!/usr/bin/env bash
+[ "$1" = -c ] && exec REAL_PYTHON "$@"
+printf '%s\n' "$*" >> "$FAKE_LOG"
+case "$1" in
+  recipes/synth/study/backlog.py)
+    case "$2" in
+      archived) exit 1 ;;
+      stage) mkdir -p "$4/$(basename "$3")" ;;
+      reports) mkdir -p "$4"; touch "$4/$(basename "$3").md" "$4/$(basename "$3").choice.json" ;;
+      summary) echo "$4: chosen window:2.5" ;;
+    esac ;;
+  train.py)
+    loss=ctc
+    for a in "$@"; do case "$a" in hydra.sweep.dir=*) d=${a#*=} ;; pe=*) pe=${a#*=} ;; seed=*) seed=${a#*=} ;;
+      loss=*) loss=${a#*=} ;; esac; done
+    mkdir -p "$d/${pe}_${loss}_s${seed}/eval" && touch "$d/${pe}_${loss}_s${seed}/eval/done.json" ;;
+  -m) [ "$3" = add ] && mkdir -p "$4" && touch "$4/results.jsonl.xz" ;;
+esac
+exit 0
+'''
+
+
+def _lane(tmp_path, *, with_code: bool):
+    """A checkout holding backlog.sh (and, ``with_code``, the files stages 3-4 need), a stand-in Python
+    that records its calls and writes what each step leaves, and checked inputs."""
+    import os
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "recipes" / "synth" / "study").mkdir(parents=True)
+    shutil.copy(REPO / "recipes" / "synth" / "study" / "backlog.sh", repo / "recipes" / "synth" / "study")
+    shutil.copy(REPO / "recipes" / "python.sh", repo / "recipes")
+    if with_code:
+        for rel in ("scripts/evaluate_rates.py", "asr_pe/models/transducer.py"):
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo / rel).write_text("")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "start"], check=True)
+    exe = tmp_path / "python"
+    exe.write_text(FAKE_PYTHON.replace("REAL_PYTHON", sys.executable))
+    exe.chmod(0o755)
+    work = tmp_path / "work"
+    (work).mkdir()
+    (work / "inputs_checked").write_text("checked\n")
+    env = {**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(tmp_path / "calls.log"), "ASR_PE_CACHE": str(tmp_path),
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    proc = subprocess.run(["bash", str(repo / "recipes" / "synth" / "study" / "backlog.sh"), "--stage", "3",
+                           "--work_dir", str(work), "--nice", "0"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    calls = (tmp_path / "calls.log").read_text().splitlines() if (tmp_path / "calls.log").exists() else []
+    return proc, calls, repo, work
+
+
+def test_stages_3_and_4_train_the_cape_parts_and_the_transducer_arm_and_commit_each_run(tmp_path):
+    proc, calls, repo, work = _lane(tmp_path, with_code=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ladder = tmp_path / "synth_ladder" / "3b1c23b1774d"
+    train = [c for c in calls if c.startswith("train.py")]
+    assert len(train) == 8 + 10
+    # the first CAPE part: global shift only, seed 4 (seed-major), in its arm's folder
+    first = f"{work}/runs/cape_shift_only/cape_ctc_s4"
+    assert train[0] == (f"train.py -m experiment=synth_study hydra.sweep.dir={work}/runs/cape_shift_only pe=cape "
+                        "seed=4 pe.input.max_local_shift=0 pe.input.max_global_scaling=1 arm=cape_shift_only")
+    after = calls[calls.index(train[0]) + 1:calls.index(train[1])]
+    assert [c.split()[0] for c in after if not c.startswith("recipes/")][:2] == ["scripts/evaluate_ladder.py",
+                                                                                "scripts/evaluate_rates.py"]
+    assert f"scripts/evaluate_rates.py run={first} axis=tempo device=cpu data.test=[{ladder}/ladder_test_alone.jsonl]" \
+        in after
+    assert not [c for c in calls if " reproduce " in f" {c} "]   # new runs: no archive to compare with
+    assert f"hydra.sweep.dir={work}/runs/cape_shift60 pe=cape seed=3 pe.input.max_global_shift=60 arm=cape_shift60" \
+        in train[7]
+    # the transducer arm: seeds 2, 3 of five PEs with the study's encoder, no rate ladder
+    assert train[8] == f"train.py -m experiment=synth_study hydra.sweep.dir={work}/runs pe=none seed=2 loss=transducer"
+    assert not [c for c in calls if "evaluate_rates.py" in c and "_transducer_" in c]
+    log = subprocess_log(repo)
+    assert len(log) == 1 + 18 and log[-1] == "start"
+    assert log[-2].startswith("issue 45 point 4: cape_shift_only, cape_ctc_s4 trained, on the ladder and the tempo ladder;")
+    assert log[0].startswith("issue 44 point 5: cape_transducer_s3 trained, on the ladder;")
+    assert (repo / "recipes/synth/study/cape_parts/cape_local_only/reports/cape_ctc_s3.choice.json").exists()
+
+
+def test_stages_3_and_4_refuse_a_checkout_without_their_code(tmp_path):
+    proc, calls, _, _ = _lane(tmp_path, with_code=False)
+    assert proc.returncode == 1 and not [c for c in calls if c.startswith("train.py")]
+    assert "stage 3 needs scripts/evaluate_rates.py, which this checkout" in proc.stdout
+    assert "stage 4 needs asr_pe/models/transducer.py" in proc.stdout
+
+
+def subprocess_log(repo) -> list[str]:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "log", "--format=%s"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()

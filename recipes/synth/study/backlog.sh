@@ -11,6 +11,16 @@
 #   stage 2: point 6, the seven PEs never on the ladder (shaw, t5, alibi, rem, conv, learned_wrap,
 #            sinusoidal_sqrtd), seeds 0 and 1 (seed-major), each offered window:2.5, window:5,
 #            window:10, logit_scale and chunked:20:4 on the dev ladder -> study/ladder/more_pes/
+#   stage 3: issue 45 point 4, what each part of CAPE does: CAPE with its global shift only, its global
+#            scaling only, its local shift only, and with the paper's 60 s shift (the study's is 30 s),
+#            seeds 4 and 3, each on the length ladder (window:2.5 offered on dev) and on the tempo ladder
+#            of the ladder's test pool decoded alone -> study/cape_parts/<arm>/ (new runs: no archive to
+#            reproduce; the study's cape, none and sinusoidal runs of those seeds are the comparison)
+#   stage 4: issue 44 point 5, the transducer arm: loss=transducer with none, sinusoidal, rope,
+#            relative, cape, seeds 2 and 3, the CTC study's encoder and budget, on the ladder as stage 1
+#            -> study/transducer/
+#   Stages 3-4 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
+#   worktree of such a commit, one commit for all the runs of a stage.
 # Per run (<pe>_ctc_s<seed>): skipped when <commit_repo>/<dest> already archives it (results.jsonl.xz
 # and reports/<run>.{md,choice.json}); else
 #   1. train it again, deterministically (train.py -m experiment=synth_study pe=<pe> seed=<seed>, the
@@ -28,17 +38,18 @@
 # study/ladder/ (seeds 2, 3), which RESULTS.md and the READMEs quote, stay what they quote until a
 # folder is complete.
 #
-# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 2] [--work_dir DIR] [--commit_repo DIR]
+# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 4] [--work_dir DIR] [--commit_repo DIR]
 #                                      [--threads 1] [--nice 10]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
 #   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
 # Cost (2 shared CPU cores, 1 thread): training 15-20 min, the plain ladder ~25 min, each dev
-# candidate ~8 min, the chosen setting on test ~10 min: ~1 h per run in stage 1, ~1.5 h in stage 2.
+# candidate ~8 min, the chosen setting on test ~10 min: ~1 h per run in stage 1, ~1.5 h in stage 2
+# (Shaw seed 0, 2026-11-27: training 37 min).
 set -euo pipefail
 # One { ... } block, read whole before it runs: editing this file mid-run cannot change the running copy.
 {
 stage=0
-stop_stage=2
+stop_stage=4
 work_dir=$HOME/asr_pe_backlog
 commit_repo=""
 threads=1
@@ -51,7 +62,7 @@ while [ $# -gt 0 ]; do
     --commit_repo|--commit-repo) commit_repo=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --nice) niceness=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1; see $0 --help" >&2; exit 2 ;;
   esac
 done
@@ -102,12 +113,20 @@ commit_paths() {  # message, paths relative to the repository
   log "  COMMIT FAILED in $commit_repo for $*"; return 1
 }
 
-one_run() {  # stage pe seed dest origin candidates
-  local st=$1 pe=$2 seed=$3 dest=$4 origin=$5 cands=$6
-  local run=${pe}_ctc_s${seed}
-  local rundir=$work_dir/runs/$run runlog=$work_dir/logs/$run.log
+one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [override...]]]]
+  # what: the commit message's issue and point; origin: the archive a retrain is compared with (empty:
+  # a new run, nothing to compare); loss: ctc unless given; arm: a study arm (run folder runs/<arm>/,
+  # run_info's arm); rate_axis: tempo | hop_ms, the rate ladder of the ladder's test pool decoded
+  # alone (after the length ladder); overrides: Hydra overrides of the arm
+  local what=$1 pe=$2 seed=$3 dest=$4 origin=$5 cands=$6 loss=${7:-ctc} arm=${8:-} rate=${9:-}
+  shift $(( $# < 9 ? $# : 9 ))
+  local -a overrides=("$@")
+  [ "$loss" = ctc ] || overrides+=("loss=$loss")
+  [ -z "$arm" ] || overrides+=("arm=$arm")
+  local run=${pe}_${loss}_s${seed} runs_dir=$work_dir/runs${arm:+/$arm}
+  local rundir=$runs_dir/$run runlog=$work_dir/logs/${arm:+$arm-}$run.log
   if run_py recipes/synth/study/backlog.py archived "$commit_repo/$dest" "$run"; then
-    log "  $run: archived in $dest, skipped"; return 0
+    log "  ${arm:+$arm/}$run: archived in $dest, skipped"; return 0
   fi
   # the archive files of <dest> as the commit checkout has them (another run of this lane may have
   # added to them since this checkout was made)
@@ -115,31 +134,53 @@ one_run() {  # stage pe seed dest origin candidates
     mkdir -p "$repo/$dest"; cp -r "$commit_repo/$dest/." "$repo/$dest/"
   fi
   if [ ! -f "$rundir/eval/done.json" ]; then
-    log "  $run: training (log $runlog)"
-    run_py train.py -m experiment=synth_study hydra.sweep.dir="$work_dir/runs" pe="$pe" seed="$seed" \
+    log "  ${arm:+$arm/}$run: training (log $runlog)"
+    run_py train.py -m experiment=synth_study hydra.sweep.dir="$runs_dir" pe="$pe" seed="$seed" "${overrides[@]}" \
       >> "$runlog" 2>&1 || { log "  $run: training FAILED (see $runlog)"; return 1; }
   fi
   [ -f "$rundir/eval/done.json" ] || { log "  $run: no eval/done.json after training (see $runlog)"; return 1; }
-  local rep
+  local rep="" reproduced=new
+  local -a paths=("$dest/results.jsonl.xz" "$dest/reports/$run.md" "$dest/reports/$run.choice.json")
   mkdir -p "$repo/$dest"
-  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$origin" --out "$repo/$dest/retrained.jsonl") \
-    || { log "  $run: reproduction check FAILED"; return 1; }
-  log "  $run: reproduction of $origin/$run: $rep"
+  if [ -n "$origin" ]; then
+    rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$origin" --out "$repo/$dest/retrained.jsonl") \
+      || { log "  $run: reproduction check FAILED"; return 1; }
+    log "  $run: reproduction of $origin/$run: $rep"
+    reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
+    paths+=("$dest/retrained.jsonl")
+  fi
   log "  $run: ladder, candidates [$cands] (log $runlog)"
   run_py scripts/evaluate_ladder.py run="$rundir" ladder="$ladder_dir" device=cpu "candidates=[$cands]" \
     >> "$runlog" 2>&1 || { log "  $run: evaluate_ladder FAILED (see $runlog)"; return 1; }
+  if [ -n "$rate" ]; then
+    log "  $run: the $rate ladder of the test pool decoded alone (log $runlog)"
+    run_py scripts/evaluate_rates.py run="$rundir" axis="$rate" device=cpu \
+      "data.test=[$ladder_dir/ladder_test_alone.jsonl]" >> "$runlog" 2>&1 \
+      || { log "  $run: evaluate_rates FAILED (see $runlog)"; return 1; }
+  fi
   # (set -e does not act inside a function called with ||: every step checks its own status)
-  run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive" > /dev/null \
-    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/$run" --remedy-utts \
-    && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive/$run" \
+  run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive${arm:+/$arm}" > /dev/null \
+    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive${arm:+/$arm}/$run" --remedy-utts \
+    && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive${arm:+/$arm}/$run" \
     && run_py recipes/synth/study/backlog.py reports "$rundir" "$repo/$dest/reports" \
     || { log "  $run: archiving FAILED"; return 1; }
-  local line reproduced
+  local line
   line=$(run_py recipes/synth/study/backlog.py summary "$repo/$dest" "$run") || return 1
-  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
   log "  $line"
-  commit_paths "issue 48 point $st: ladder, $run retrained (archived run reproduced: $reproduced); $line" \
-    "$dest/results.jsonl.xz" "$dest/retrained.jsonl" "$dest/reports/$run.md" "$dest/reports/$run.choice.json"
+  if [ -n "$origin" ]; then
+    commit_paths "$what: ladder, $run retrained (archived run reproduced: $reproduced); $line" "${paths[@]}"
+  else
+    commit_paths "$what: ${arm:+$arm, }$run trained, on the ladder${rate:+ and the $rate ladder}; $line" "${paths[@]}"
+  fi
+}
+
+# needs_code WHAT FILE: the stage's code (FILE, a module or script) is in this checkout; else one line
+# saying to run the stage from a checkout that has it (a lane keeps one code version per study)
+needs_code() {
+  [ -e "$repo/$2" ] && return 0
+  log "  $1 needs $2, which this checkout ($(git -C "$repo" rev-parse --short HEAD)) lacks: run this stage from a"
+  log "  worktree of a later commit (git -C $commit_repo worktree add <dir> <commit>), one commit for all its runs"
+  return 1
 }
 
 check_inputs() {
@@ -152,7 +193,7 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   log "stage 1: seed 4 of the five PEs on the ladder -> recipes/synth/study/ladder/seed4"
   for pe in none sinusoidal rope relative cape; do
     cands="window:2.5"; [ "$pe" = sinusoidal ] && cands="window:2.5,window:5"
-    one_run 5 "$pe" 4 recipes/synth/study/ladder/seed4 recipes/synth/study/seeds "$cands" || failed=1
+    one_run "issue 48 point 5" "$pe" 4 recipes/synth/study/ladder/seed4 recipes/synth/study/seeds "$cands" || failed=1
   done
 fi
 
@@ -161,10 +202,50 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
   log "stage 2: seven more PEs on the ladder, seeds 0, 1 -> recipes/synth/study/ladder/more_pes"
   for seed in 0 1; do
     for pe in shaw t5 alibi rem conv learned_wrap sinusoidal_sqrtd; do
-      one_run 6 "$pe" "$seed" recipes/synth/study/ladder/more_pes recipes/synth/study/runs \
+      one_run "issue 48 point 6" "$pe" "$seed" recipes/synth/study/ladder/more_pes recipes/synth/study/runs \
         "window:2.5,window:5,window:10,logit_scale,chunked:20:4" || failed=1
     done
   done
+fi
+# what each part of CAPE does: one augmentation at a time, and the paper's 60 s shift against the
+# study's 30 s (all three at 30 s are the study's cape runs, seeds 0-4)
+cape_arm() {  # arm -> its Hydra overrides
+  case "$1" in
+    cape_shift_only) echo "pe.input.max_local_shift=0 pe.input.max_global_scaling=1" ;;
+    cape_scale_only) echo "pe.input.max_global_shift=0 pe.input.max_local_shift=0" ;;
+    cape_local_only) echo "pe.input.max_global_shift=0 pe.input.max_global_scaling=1" ;;
+    cape_shift60) echo "pe.input.max_global_shift=60" ;;
+  esac
+}
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+  check_inputs
+  log "stage 3: CAPE's parts (issue 45 point 4), seeds 4, 3 -> recipes/synth/study/cape_parts/<arm>"
+  if needs_code "stage 3" scripts/evaluate_rates.py; then
+    for seed in 4 3; do
+      for arm in cape_shift_only cape_scale_only cape_local_only cape_shift60; do
+        # shellcheck disable=SC2046  # the arm's overrides, one word each
+        one_run "issue 45 point 4" cape "$seed" "recipes/synth/study/cape_parts/$arm" "" "window:2.5" ctc "$arm" tempo \
+          $(cape_arm "$arm") || failed=1
+      done
+    done
+  else
+    failed=1
+  fi
+fi
+
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
+  check_inputs
+  log "stage 4: the transducer arm (issue 44 point 5), five PEs, seeds 2, 3 -> recipes/synth/study/transducer"
+  if needs_code "stage 4" asr_pe/models/transducer.py; then
+    for seed in 2 3; do
+      for pe in none sinusoidal rope relative cape; do
+        cands="window:2.5"; [ "$pe" = sinusoidal ] && cands="window:2.5,window:5"
+        one_run "issue 44 point 5" "$pe" "$seed" recipes/synth/study/transducer "" "$cands" transducer || failed=1
+      done
+    done
+  else
+    failed=1
+  fi
 fi
 [ "$failed" -eq 0 ] || { log "some runs failed; run the same command again to retry them"; exit 1; }
 log "backlog: done"
