@@ -114,14 +114,19 @@ ATTENTION_S4 = STUDY / "attention" / "rope_ctc_s4"  # RoPE seed 4 on the ladder'
 
 
 def rope_s4_attention(set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
-    """RoPE seed 4's attention statistic on one ladder set (its attention_stats.csv): the mean over
-    the set's recordings (each its mean over layers and heads) with the 95 % CI resampling them,
-    and how many recordings."""
+    """RoPE seed 4's attention statistic on one ladder set: `s4_attention`."""
+    return s4_attention("rope", set_name, key)
+
+
+def s4_attention(pe: str, set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
+    """A seed-4 model's attention statistic on one ladder set (study/attention/<pe>_ctc_s4/
+    attention_stats.csv): the mean over the set's recordings (each its mean over layers and heads)
+    with the 95 % CI resampling them, and how many recordings."""
     import csv
 
     from asr_pe.evaluation.attention_vs_length import utterance_ci
 
-    with open(ATTENTION_S4 / "attention_stats.csv", newline="") as f:
+    with open(ATTENTION_S4.parent / f"{pe}_ctc_s4" / "attention_stats.csv", newline="") as f:
         rows = [{"utt": r["utt"], key: float(r[key])} for r in csv.DictReader(f) if r["test_set"] == set_name]
     per_utt: dict[str, list[float]] = {}
     for r in rows:
@@ -573,7 +578,7 @@ CLAIMS = [
                      rope_s4_attention("ladder_test_gap500ms_160", "mean_distance_s")[0],
                      rope_s4_attention("ladder_test_gap500ms_160", "duration")[0],
                      rope_s4_attention("ladder_test_gap500ms_160")[3], rope_s4_attention("ladder_test_alone")[3]]),
-    Fact("RoPE attention, seed 0 agrees", "seed 0's three utterances per bucket in the study table agree",
+    Fact("RoPE attention, seed 0 agrees", "seed 0's study-table values agree",
          lambda d: [] if (abs(local(d, "rope", "2-4") - rope_s4_attention("ladder_test_alone")[0]) < 0.06
                           and abs(local(d, "rope", "128-256") - rope_s4_attention("ladder_test_gap500ms_160")[0]) < 0.03)
          else [f"seed 0: {local(d, 'rope', '2-4'):.2f} / {local(d, 'rope', '128-256'):.2f}"]),
@@ -602,8 +607,9 @@ CLAIMS = [
           lambda d: [*_minmax(v for pe in ("alibi", "rem") for v in trio(d, pe)),
                      *_minmax(v for pe in ("none", "learned_wrap", "cape") for v in trio(d, pe)),
                      *_minmax(ratio(d, pe) for pe in ("none", "learned_wrap", "cape"))]),
-    Claim("local shares at 160 s", "keep a large local share at every length ({}, {}, {} at\n  160 s; seed 0, three utterances per bucket, no CI)",
-          lambda d: [local(d, "relative", "128-256", "retrain"), local(d, "alibi", "128-256"),
+    Claim("local shares at 160 s", "keep a large local share at every length (relative {} % [{}, {}] at 160 s, "
+          "seed 4; ALiBi {}, REM {}: seed 0, no CI)",
+          lambda d: [*_pct(s4_attention("relative", "ladder_test_gap500ms_160"))[:3], local(d, "alibi", "128-256"),
                      local(d, "rem", "128-256")]),
     Fact("uniform attention", "`none`, CAPE, conv and learned — and sinusoidal — attend uniformly at every length",
          _attend_uniformly),
@@ -1574,6 +1580,22 @@ ATTENTION_NOTE_CLAIMS = [
                      *_pct(rope_s4_attention("ladder_test_gap500ms_160"))[:3],
                      rope_s4_attention("ladder_test_gap500ms_160", "mean_distance_s")[0],
                      rope_s4_attention("ladder_test_gap500ms_160", "duration")[0]]),
+    Claim("relative s4 local share and distance",
+          "it keeps {} % [{}, {}] of its attention within ±0.5 s on the 2-4 s utterances and still {} %\n[{}, {}] at "
+          "160 s, where its mean attended distance is {} s of {} s (RoPE: {} s)",
+          lambda d: [*_pct(s4_attention("relative", "ladder_test_alone"))[:3],
+                     *_pct(s4_attention("relative", "ladder_test_gap500ms_160"))[:3],
+                     s4_attention("relative", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     s4_attention("relative", "ladder_test_gap500ms_160", "duration")[0],
+                     rope_s4_attention("ladder_test_gap500ms_160", "mean_distance_s")[0]]),
+    Fact("relative spreads less than RoPE", "attention spreads with length far less than RoPE's",
+         lambda d: [] if (s4_attention("relative", "ladder_test_alone")[0] - s4_attention("relative", "ladder_test_gap500ms_160")[0]
+                          < 0.5 * (rope_s4_attention("ladder_test_alone")[0] - rope_s4_attention("ladder_test_gap500ms_160")[0])
+                          and s4_attention("relative", "ladder_test_gap500ms_160")[1]
+                          > rope_s4_attention("ladder_test_gap500ms_160")[2]) else ["relative's local share falls as far as RoPE's"]),
+    Fact("relative half local at 160 s", "half of it stays local",
+         lambda d: [] if s4_attention("relative", "ladder_test_gap500ms_160")[1] > 0.5
+         else ["relative's 160 s local share CI reaches below 0.5"]),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
