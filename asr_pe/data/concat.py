@@ -19,6 +19,7 @@ import torch
 
 from asr_pe.data.dataset import ASRDataset, encode_all
 from asr_pe.data.manifest import Utterance
+from asr_pe.data.sampler import augment_seed
 
 
 def pack_groups(durations: Sequence[float], max_seconds: float, seed: int = 0) -> list[list[int]]:
@@ -70,8 +71,11 @@ class ConcatDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.groups)
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        parts = [self.base[j] for j in self.groups[i]]
+    def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
+        """Item ``key``: an index, or ``(index, seed)``; each part's masks then get a seed of their own."""
+        i, seed = key if isinstance(key, tuple) else (key, None)
+        keys = self.groups[i] if seed is None else [(j, augment_seed(seed, 0, n)) for n, j in enumerate(self.groups[i])]
+        parts = [self.base[k] for k in keys]
         utt = self.utterances[i]
         return {
             "id": utt.id,

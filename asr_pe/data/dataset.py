@@ -109,13 +109,15 @@ class ASRDataset(torch.utils.data.Dataset):
             self._cache[i] = feats
         return feats
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
+    def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
+        """Item ``key``: an index, or ``(index, seed of its SpecAugment masks)`` (the training sampler's)."""
+        i, seed = key if isinstance(key, tuple) else (key, None)
         utt = self.utterances[i]
         feats = self.raw_features(i)
         if self.cmvn is not None:
             feats = self.cmvn(feats)
         if self.spec_augment is not None:
-            feats = self.spec_augment(feats)
+            feats = self.spec_augment(feats, seed)
         tokens = None
         if self._tokens is not None:
             tokens = torch.tensor(self._tokens[i], dtype=torch.int64)  # (U,)

@@ -190,6 +190,12 @@ class SpecAugment(torch.nn.Module):
     (torchaudio's ``p`` argument), as in the "LD" policy. Masks are filled with 0, the mean
     after CMVN. Acts only in training mode (``.train()``, the default); ``.eval()`` makes it
     the identity.
+
+    ``seed``: the masks are drawn from a generator seeded with it, and torch's global random state
+    is left as it was. Training gives each utterance of each epoch its own seed
+    (`asr_pe.data.sampler.augment_seed`), so its masks do not depend on which loader worker or
+    rank computes it, on prefetching, or on whether the run was stopped and resumed in between.
+    Without a seed they come from the global state (torchaudio's masks take no generator).
     """
 
     def __init__(
@@ -213,13 +219,20 @@ class SpecAugment(torch.nn.Module):
             time_mask_param=self.max_time_width, p=self.time_width_ratio
         )
 
-    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+    def forward(self, feats: torch.Tensor, seed: int | None = None) -> torch.Tensor:
         """``feats`` (T, F) -> (T, F), masked copy (the input is not modified)."""
         if not self.training:
             return feats
         assert feats.dim() == 2, f"SpecAugment expects (T, F), got {tuple(feats.shape)}"
         if feats.shape[0] == 0:
             return feats
+        if seed is None:
+            return self._masked(feats)
+        with torch.random.fork_rng(devices=[]):  # the CPU state only: torchaudio draws masks there
+            torch.random.default_generator.manual_seed(int(seed))
+            return self._masked(feats)
+
+    def _masked(self, feats: torch.Tensor) -> torch.Tensor:
         spec = feats.transpose(0, 1)  # (F, T): torchaudio masks (..., freq, time)
         if self.freq_width > spec.shape[0]:
             # A width above F would let the mask start at a negative index.

@@ -27,6 +27,11 @@ sampler itself. ``self.sampler`` is therefore a small handle whose ``set_epoch``
 sampler's epoch. Resuming in the middle of an epoch: ``resume_at(epoch, batches_done)`` makes
 the next iteration of that epoch start after the batches this rank has already trained on, so an
 interrupted and resumed run sees exactly the batches of an uninterrupted one.
+
+Augmentation seeds: with ``augment_seeds=True`` (training) each batch is a list of
+``(index, seed)`` pairs, the seed a function of the run's seed, the epoch and the index
+(`augment_seed`); the datasets draw that item's SpecAugment masks from it. An item's masks are
+then fixed by what it is, not by the process or the moment that computes it.
 """
 
 from __future__ import annotations
@@ -78,8 +83,14 @@ class EpochHandle:
         self._owner.set_epoch(epoch)
 
 
+def augment_seed(seed: int, epoch: int, index: int) -> int:
+    """The seed of item ``index``'s augmentation in ``epoch`` of a run seeded with ``seed``."""
+    return int(np.random.SeedSequence([int(seed), int(epoch), int(index)]).generate_state(1)[0])
+
+
 class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
-    """Yields lists of dataset indices; pass as ``batch_sampler=`` to a ``DataLoader``."""
+    """Yields lists of dataset indices (``(index, seed)`` pairs with ``augment_seeds``); pass as
+    ``batch_sampler=`` to a ``DataLoader``."""
 
     def __init__(
         self,
@@ -92,6 +103,7 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
         max_batch_size: int | None = None,
         num_replicas: int | None = None,
         rank: int | None = None,
+        augment_seeds: bool = False,
     ):
         durations = np.asarray(durations, dtype=np.float64)
         if durations.ndim != 1 or durations.size == 0:
@@ -126,6 +138,7 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
         self.seed = int(seed)
         self.num_replicas = int(num_replicas)
         self.rank = int(rank)
+        self.augment_seeds = bool(augment_seeds)
         self.epoch = 0
         self.sampler = EpochHandle(self)
         self._resume: tuple[int, int] | None = None  # (epoch, batches of it this rank already yielded)
@@ -221,4 +234,7 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
             # Repeat from the start (cyclically when there are fewer batches than ranks).
             batches = batches + [batches[j % len(batches)] for j in range(padded - len(batches))]
         mine = batches[self.rank : padded : self.num_replicas]  # (per_rank,) this rank's share, in order
-        yield from (list(b) for b in mine[skip:])
+        if self.augment_seeds:
+            yield from ([(int(i), augment_seed(self.seed, epoch, i)) for i in b] for b in mine[skip:])
+        else:
+            yield from (list(b) for b in mine[skip:])

@@ -4,6 +4,8 @@
 - `ApplyOptimSettings`: a resumed run trains with its config's optimiser settings.
 - `NonFiniteGuard`, `SaveOnSigterm`: a diverged or SIGTERM-stopped training ends as such
   (`asr_pe.training.stops` turns it into an exit code).
+- `StepRandomState`: the random state of the training steps is in the checkpoint, so a resumed run
+  trains with the weights an uninterrupted one would have.
 - `StepProgress` (`asr_pe.training.progress`): the step line instead of Lightning's per-epoch bars.
 - `EpochCountsAfterResume` (`asr_pe.training.lightning_private`): Lightning's epoch counters after a
   resume at an epoch boundary.
@@ -30,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -51,7 +54,7 @@ def run_callbacks(cfg: Mapping[str, Any], run_dir: Path) -> list[Callback]:
     ckpt_dir = checkpoint_dir(run_dir)
     callbacks = [LastCheckpoint(ckpt_dir, int(cfg["checkpoint"]["every_n_train_steps"])), BestCheckpoint(ckpt_dir),
                  ApplyOptimSettings(), NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))),
-                 SaveOnSigterm(checkpoint_path(run_dir)), EpochCountsAfterResume()]
+                 SaveOnSigterm(checkpoint_path(run_dir)), EpochCountsAfterResume(), StepRandomState()]
     # none with trainer.enable_progress_bar=false: Lightning refuses a progress bar then
     if cfg["trainer"].get("enable_progress_bar", True):
         callbacks.append(StepProgress(every_n_steps=int(cfg.get("progress_every_n_steps") or 100)))
@@ -173,6 +176,60 @@ class SaveOnSigterm(Callback):
         trainer.save_checkpoint(self.path)
         self.saved_step = int(trainer.global_step)
         log.info("SIGTERM: saved step %d to %s", self.saved_step, self.path)
+
+
+class StepRandomState(Callback):
+    """The training steps draw from one random stream per rank, carried across stops in the checkpoint.
+
+    A step's dropout and CAPE draws come from torch's global state (SpecAugment's masks do not:
+    each item has its own seed, `asr_pe.data.sampler.augment_seed`). Between two steps other code
+    draws from that state too: a loader creating its iterator at an epoch's start or for a
+    validation takes a seed from it. A resumed run does those at other moments, so its steps would
+    draw other masks. Here each step starts from the state the previous step ended in, whatever
+    ran between, and the checkpoint holds that state for every rank (each rank's differs: its
+    batches' shapes decide how much it draws). A resume with another number of ranks starts from
+    the global state, as a new run does, and says so.
+    """
+
+    def __init__(self):
+        self._state: dict[str, torch.Tensor] | None = None  # after the last step; None before the first
+
+    @property
+    def state_key(self) -> str:
+        return "asr_pe.StepRandomState"
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self._state is not None:
+            torch.set_rng_state(self._state["cpu"])
+            if "cuda" in self._state and torch.cuda.is_available():
+                torch.cuda.set_rng_state(self._state["cuda"])
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._state = {"cpu": torch.get_rng_state()}
+        if pl_module.device.type == "cuda":
+            self._state["cuda"] = torch.cuda.get_rng_state()
+
+    def state_dict(self) -> dict[str, Any]:
+        # every rank saves (Lightning dumps the checkpoint on all ranks; rank 0 writes it)
+        if self._state is None:
+            return {}
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            ranks: list[Any] = [None] * dist.get_world_size()
+            dist.all_gather_object(ranks, self._state)
+        else:
+            ranks = [self._state]
+        return {"ranks": ranks}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        ranks = state_dict.get("ranks") or []
+        dist = torch.distributed
+        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        if len(ranks) != world:
+            log.warning("the checkpoint holds the random state of %d rank(s), this run has %d: the resumed "
+                        "steps draw other dropout masks than an uninterrupted run would", len(ranks), world)
+            return
+        self._state = ranks[dist.get_rank() if world > 1 else 0]
 
 
 class ApplyOptimSettings(Callback):

@@ -209,12 +209,13 @@ class ASRDataModule(L.LightningDataModule):
         self.dev_set = ASRDataset(d.dev, d.tokenizer, d.features, d.cmvn, None, cache_features=cache) if d.dev else None
 
     def _sampler(self, ds: ASRDataset, shuffle: bool) -> DurationBucketSampler:
+        # training (shuffle): each item's SpecAugment masks from its own seed (asr_pe/data/sampler.py)
         world = self.trainer.world_size if self.trainer is not None else 1
         rank = self.trainer.global_rank if self.trainer is not None else 0
         return DurationBucketSampler(
             ds.durations, self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
             shuffle=shuffle, seed=self.seed, max_batch_size=self.cfg.get("max_batch_size"),
-            num_replicas=world, rank=rank,
+            num_replicas=world, rank=rank, augment_seeds=shuffle,
         )
 
     def _batches_done(self) -> int:

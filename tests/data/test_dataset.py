@@ -139,6 +139,30 @@ def test_dataloader_with_bucket_sampler(corpus):
     assert sorted(seen) == sorted(u.id for u in utts) and len(loader) == len(sampler)
 
 
+def test_training_batches_augment_each_item_by_its_seed_whatever_the_workers(corpus):
+    """The training sampler gives (index, seed) pairs: an item's SpecAugment masks depend on the run's
+    seed, the epoch and the item, not on the loader's workers (each with its own random state)."""
+    _, utts = corpus
+    ds = ASRDataset(utts, CharTokenizer.from_texts(u.text for u in utts),
+                    spec_augment=SpecAugment(freq_masks=2, freq_width=20, time_masks=2, max_time_width=10))
+
+    def epoch(workers, epoch_no, seed=0):
+        sampler = DurationBucketSampler(ds.durations, 2.0, num_buckets=2, seed=seed, augment_seeds=True)
+        sampler.set_epoch(epoch_no)
+        loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, collate_fn=collate, num_workers=workers)
+        return {i: f[: n] for b in loader for i, f, n in zip(b["ids"], b["features"], b["feature_lengths"])}
+
+    torch.manual_seed(0)
+    main = epoch(0, 1)
+    torch.manual_seed(1)  # another global state, and two worker processes seeded from it
+    workers = epoch(2, 1)
+    assert main.keys() == workers.keys() == {u.id for u in utts}
+    assert all(torch.equal(main[k], workers[k]) for k in main)
+    assert any((f == 0).any() for f in main.values()), "nothing was masked"
+    for other in (epoch(0, 2), epoch(0, 1, seed=1)):  # another epoch or run seed: other masks
+        assert any(not torch.equal(main[k], other[k]) for k in main)
+
+
 def utt(i, text, duration):
     return Utterance(id=f"u{i}", audio_filepath="/nonexistent.wav", duration=duration, text=text, source=f"m:{i + 1}")
 

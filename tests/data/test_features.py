@@ -116,6 +116,20 @@ def test_spec_augment_masks_only_when_applied_in_training():
     assert torch.equal(aug(feats), feats)  # identity outside training
 
 
+def test_spec_augment_with_a_seed_draws_its_masks_from_it_alone():
+    feats = torch.randn(400, 80, generator=torch.Generator().manual_seed(0)) + 5.0
+    aug = SpecAugment(freq_masks=2, freq_width=27, time_masks=2, time_width_ratio=0.05, max_time_width=40)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    first = aug(feats, seed=7)
+    assert torch.equal(torch.get_rng_state(), before), "a seeded draw moved the global random state"
+    torch.manual_seed(999)  # whatever the global state, the same seed gives the same masks
+    assert torch.equal(aug(feats, seed=7), first)
+    others = [aug(feats, seed=s) for s in range(8, 16)]
+    assert any(not torch.equal(o == 0, first == 0) for o in others), "the seed does not change the masks"
+    assert (first == 0).any()
+
+
 def test_spec_augment_time_width_adapts_to_length():
     torch.manual_seed(0)
     aug = SpecAugment(freq_masks=0, time_masks=1, time_width_ratio=0.05, max_time_width=40)

@@ -104,3 +104,25 @@ def test_ddp_sigterm_stops_both_ranks_with_exit_143_and_no_evaluation(tiny_synth
     step = torch.load(last, weights_only=True, map_location="cpu")["global_step"]
     assert stops == [(str(step), str(step))] * 2, err[-4000:]
     assert not (run / "eval").exists()
+
+
+@pytest.mark.slow
+def test_ddp_resume_trains_the_weights_of_an_uninterrupted_run(tiny_synth_root, tmp_path):
+    """Stopped at step 3 and continued to 7, a 2-rank run ends with the weights of a 7-step run that
+    never stopped: each rank's random state (dropout, with SpecAugment on) is in the checkpoint."""
+    import torch
+
+    randomness = [o for o in DDP if o != "data.spec_augment=null"] + ["encoder.dropout=0.1",
+                                                                       "+trainer.limit_val_batches=0"]
+    common = [*TINY_MODEL, *synth_overrides(tiny_synth_root), *randomness, "eval_after_train=false"]
+    full, run = tmp_path / "full", tmp_path / "run"
+    for r in (train_py(*common, f"run_dir={full}", "trainer.max_steps=7"),
+              train_py(*common, f"run_dir={run}", "trainer.max_steps=3"),
+              train_py(*common, f"run_dir={run}", "trainer.max_steps=7", "resume=true")):
+        assert r.returncode == 0, r.stderr[-4000:]
+    a, b = (torch.load(r / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu") for r in (full, run))
+    assert a["global_step"] == b["global_step"] == 7
+    ranks = b["callbacks"]["asr_pe.StepRandomState"]["ranks"]
+    assert len(ranks) == 2 and not torch.equal(ranks[0]["cpu"], ranks[1]["cpu"]), "one state for both ranks"
+    differ = [k for k in a["state_dict"] if not torch.equal(a["state_dict"][k], b["state_dict"][k])]
+    assert not differ, f"{len(differ)} of {len(a['state_dict'])} parameter tensors differ, e.g. {differ[:3]}"

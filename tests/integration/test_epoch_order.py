@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+import torch
 
 from asr_pe.training.module import ASRModule
 from asr_pe.training.train import train
@@ -34,9 +35,21 @@ def record_batches(monkeypatch):
 
 
 def _cfg(root, run, *extra):
+    # SpecAugment and dropout on: the resumed run must also draw the masks of an uninterrupted one
     return compose_train(TINY_MODEL + synth_overrides(root) + [
-        f"run_dir={run}", "pe=none", "encoder=transformer", "eval_after_train=false",
-        "data.spec_augment=null", "trainer.check_val_every_n_epoch=1000", *extra])
+        f"run_dir={run}", "pe=none", "encoder=transformer", "eval_after_train=false", "encoder.dropout=0.1",
+        "trainer.check_val_every_n_epoch=1000", *extra])
+
+
+def assert_same_weights(full, run):
+    """The two runs' last.ckpt hold bit-identical weights and optimiser moments, at the same step."""
+    a, b = (torch.load(r / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu") for r in (full, run))
+    assert a["global_step"] == b["global_step"]
+    differ = [k for k in a["state_dict"] if not torch.equal(a["state_dict"][k], b["state_dict"][k])]
+    assert not differ, f"{len(differ)} of {len(a['state_dict'])} parameter tensors differ, e.g. {differ[:3]}"
+    moments = [(p, k) for p, st in a["optimizer_states"][0]["state"].items() for k, v in st.items()
+               if torch.is_tensor(v) and not torch.equal(v, b["optimizer_states"][0]["state"][p][k])]
+    assert not moments, f"optimiser state differs: {moments[:3]}"
 
 
 def _by_epoch(seen):
@@ -93,6 +106,7 @@ def test_resume_mid_epoch_continues_with_the_batches_of_an_uninterrupted_run(
     train(_cfg(tiny_synth_root, run, f"trainer.max_steps={3 * per_epoch}", "checkpoint.every_n_train_steps=1",
                "resume=true", f"data.num_workers={workers}"))
     assert record_batches == uninterrupted
+    assert_same_weights(tmp_path / "full", run)
 
 
 # ~20 s each: the variant without validation (which Lightning resumed right) runs with the slow tests
@@ -117,6 +131,7 @@ def test_resume_at_an_epoch_boundary_starts_the_next_epoch(tiny_synth_root, tmp_
                    "checkpoint.every_n_train_steps=1", "resume=true", *validation))
     assert record_batches == uninterrupted
     assert _train_rows(run)[0] == _train_rows(tmp_path / "full")[0] == list(range(3 * per_epoch))
+    assert_same_weights(tmp_path / "full", run)
 
 
 def test_a_run_continued_past_its_max_steps_finishes_the_epoch_it_stopped_in(tiny_synth_root, tmp_path, record_batches):
@@ -135,6 +150,7 @@ def test_a_run_continued_past_its_max_steps_finishes_the_epoch_it_stopped_in(tin
                "resume=true"))
     assert record_batches == uninterrupted
     assert _train_rows(run)[0] == list(range(3 * per_epoch))
+    assert_same_weights(tmp_path / "full", run)
 
 
 # ---------------------------------------------------------------- a SIGTERM between two epochs
@@ -168,6 +184,7 @@ def _stop_then_resume(tiny_synth_root, tmp_path, record_batches, stop, validatio
     train(_cfg(tiny_synth_root, run, f"trainer.max_steps={3 * per_epoch}", "checkpoint.every_n_train_steps=1000",
                "resume=true", *validation))
     assert record_batches == uninterrupted, "the resumed run did not see the batches of an uninterrupted run"
+    assert_same_weights(full, run)
     return full, run
 
 
