@@ -21,6 +21,10 @@
 #            -> study/transducer/
 #   Stages 3-4 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
 #   worktree of such a commit, one commit for all the runs of a stage.
+#   Training since da33d49 (2026-11-27: SpecAugment's masks from a seed per item, the steps' random
+#   state carried across resumes) draws other masks than the archived runs were trained with: step 2
+#   can say "reproduced": true only from a worktree of a commit before it (the lanes run from
+#   ec2787b and 9c9013f).
 # Per run (<pe>_ctc_s<seed>): skipped when <commit_repo>/<dest> already archives it (results.jsonl.xz
 # and reports/<run>.{md,choice.json}); else
 #   1. train it again, deterministically (train.py -m experiment=synth_study pe=<pe> seed=<seed>, the
