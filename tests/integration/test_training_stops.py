@@ -64,7 +64,8 @@ def test_sigterm_mid_training_exits_143_unevaluated_and_the_resumed_run_records_
     assert not (run / "eval").exists(), "a stopped training was evaluated"
 
     # resumed to a finish: evaluated, and every result names the checkpoint it was computed from
-    train(compose_train(overrides + [f"trainer.max_steps={step + 2}", "resume=auto"]))
+    # one thread, as the stopped process had (OMP_NUM_THREADS=1): a thread count changes the last digits
+    train(compose_train(overrides + [f"trainer.max_steps={step + 2}", "resume=auto", "threads=1"]))
     done = json.loads((run / "eval" / "done.json").read_text())
     assert done["test_sets"] == ["test"]
     # no validation, so no best.ckpt: the evaluation falls back to last.ckpt, a step checkpoint of
@@ -77,6 +78,18 @@ def test_sigterm_mid_training_exits_143_unevaluated_and_the_resumed_run_records_
     manifest = read_manifest(next(Path(tiny_synth_root).rglob("test.jsonl")))
     scored = [json.loads(line)["id"] for line in (run / "eval" / "test" / "per_utt.jsonl").read_text().splitlines()]
     assert sorted(scored) == sorted(u.id for u in manifest) and meta["utterances"] == len(manifest)
+
+    # the signal came at a moment of its own; the weights are still those of a run never stopped
+    # (dropout is on: the step's random state is in the checkpoint)
+    full = tmp_path / "full"
+    train(compose_train(tiny_run(tiny_synth_root, full) + ["checkpoint.every_n_train_steps=2",
+                                                           "+trainer.limit_val_batches=0",
+                                                           f"trainer.max_steps={stored}", "eval_after_train=false",
+                                                           "threads=1"]))
+    a, b = (torch.load(r / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu") for r in (full, run))
+    assert a["global_step"] == b["global_step"] == stored
+    differ = [k for k in a["state_dict"] if not torch.equal(a["state_dict"][k], b["state_dict"][k])]
+    assert not differ, f"{len(differ)} of {len(a['state_dict'])} parameter tensors differ after the SIGTERM and resume"
 
 
 def test_a_diverged_run_stops_with_exit_3_and_is_neither_evaluated_nor_done(tiny_synth_root, tmp_path):
