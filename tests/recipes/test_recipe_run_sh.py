@@ -373,6 +373,28 @@ def test_librispeech_stages_0_to_6_download_to_plots_then_a_rerun_redoes_nothing
     assert "none: done" in again.stdout and again.stdout.count("decoded 0 sets, reused 2") == 2
     assert _mtimes(work, ("*.jsonl", "*.ckpt", "buckets.csv", ".*.extracted")) == kept
 
+    # the CAPE paper's rate ladders on the trained runs (stages 5-6, --rate_axes): the natural set at
+    # every rung of both axes, every utterance scored at every rung, and each ladder drawn
+    from asr_pe.evaluation.rate_ladder import DEFAULT_HOPS, DEFAULT_TEMPOS
+
+    run(LIBRI, *args, "--stage", "5", "--stop_stage", "6", "--rate_axes", "tempo hop_ms", timeout=900, env=ONE_THREAD)
+    ids = sorted(u.id for u in read_manifest(work / "manifests" / "test-clean.jsonl"))
+    for pe in ("none", "rope"):
+        rungs = [d for d in (work / "runs" / pe / "eval").iterdir() if d.name.startswith("test-clean_")
+                 and not d.name.startswith("test-clean_long")]
+        # the rungs other than rate 1 and the run's own 10 ms hop, which are the plain eval/test-clean
+        assert len(rungs) == len(DEFAULT_TEMPOS) - 1 + len(DEFAULT_HOPS) - 1, sorted(d.name for d in rungs)
+        for rung in rungs:
+            scored = sorted(json.loads(x)["id"] for x in (rung / "per_utt.jsonl").read_text().splitlines())
+            assert scored == ids, (pe, rung.name)
+    for axis, values in (("tempo", DEFAULT_TEMPOS), ("hop_ms", DEFAULT_HOPS)):
+        import csv as _csv
+
+        rows = list(_csv.DictReader((work / "plots" / "test-clean" / f"rate_{axis}.csv").open()))
+        assert {(r["label"], float(r["value"])) for r in rows} >= {(f"{pe}/ctc", float(v)) for pe in ("none", "rope")
+                                                                    for v in values}, rows[:3]
+        assert (work / "plots" / "test-clean" / f"rate_{axis}.png").stat().st_size > 10_000
+
     # a corrupt download is refused by the mirror's checksums, naming the archive
     http_server.files["/resources/12/test-clean.tar.gz"] = b"not a tar file"
     bad = run(LIBRI, "--stage", "0", "--stop_stage", "0", "--work_dir", str(tmp_path / "w2"),
