@@ -1607,6 +1607,17 @@ ATTENTION_NOTE_CLAIMS = [
          lambda d: [] if abs(s4_attention("sinusoidal", "ladder_test_gap500ms_160", "mean_distance_s")[0]
                              / s4_attention("sinusoidal", "ladder_test_gap500ms_160", "duration")[0] - 1 / 3) < 0.02
          else ["sinusoidal's mean distance at 160 s is not a third of the recording"]),
+    Claim("none s4 at 160 s",
+          "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % [{}, {}] of its "
+          "attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-4 s utterances)",
+          lambda d: [s4_attention("none", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     s4_attention("none", "ladder_test_gap500ms_160", "duration")[0],
+                     *_pct(s4_attention("none", "ladder_test_gap500ms_160"))[:3],
+                     *_pct(s4_attention("none", "ladder_test_alone"))[:3]]),
+    Fact("none s4: a third, as uniform", "uniform on long inputs too",
+         lambda d: [] if abs(s4_attention("none", "ladder_test_gap500ms_160", "mean_distance_s")[0]
+                             / s4_attention("none", "ladder_test_gap500ms_160", "duration")[0] - 1 / 3) < 0.02
+         else ["none's mean distance at 160 s is not a third of the recording"]),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
