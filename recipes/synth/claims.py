@@ -118,6 +118,22 @@ def rope_s4_attention(set_name: str, key: str = "local_mass") -> tuple[float, fl
     return s4_attention("rope", set_name, key)
 
 
+def _uniform_s4(pe: str, sentence: str, uniform_words: str) -> list:
+    """A seed-4 PE said to attend uniformly: the sentence's numbers at 160 s (mean distance of the
+    recording's length, local share with CI) and on the 2-4 s utterances, and the words checked
+    (mean distance within 0.02 of a third of the recording, as for uniform attention)."""
+    def numbers(d):
+        return [s4_attention(pe, "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                s4_attention(pe, "ladder_test_gap500ms_160", "duration")[0],
+                *_pct(s4_attention(pe, "ladder_test_gap500ms_160"))[:3], *_pct(s4_attention(pe, "ladder_test_alone"))[:3]]
+
+    def a_third(d):
+        share = (s4_attention(pe, "ladder_test_gap500ms_160", "mean_distance_s")[0]
+                 / s4_attention(pe, "ladder_test_gap500ms_160", "duration")[0])
+        return [] if abs(share - 1 / 3) < 0.02 else [f"{pe}'s mean distance at 160 s is {share:.3f} of the recording"]
+    return [Claim(f"{pe} s4 at 160 s", sentence, numbers), Fact(f"{pe} s4: a third, as uniform", uniform_words, a_third)]
+
+
 def s4_attention(pe: str, set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
     """A seed-4 model's attention statistic on one ladder set (study/attention/<pe>_ctc_s4/
     attention_stats.csv): the mean over the set's recordings (each its mean over layers and heads)
@@ -1596,28 +1612,12 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("relative half local at 160 s", "half of it stays local",
          lambda d: [] if s4_attention("relative", "ladder_test_gap500ms_160")[1] > 0.5
          else ["relative's 160 s local share CI reaches below 0.5"]),
-    Claim("sinusoidal s4 at 160 s",
-          "at 160 s its mean attended distance is {} s of {} s, a third of the\nrecording as for uniform attention, "
-          "and {} % [{}, {}] of its attention lies within ±0.5 s of\nthe query ({} % [{}, {}] on the 2-4 s utterances)",
-          lambda d: [s4_attention("sinusoidal", "ladder_test_gap500ms_160", "mean_distance_s")[0],
-                     s4_attention("sinusoidal", "ladder_test_gap500ms_160", "duration")[0],
-                     *_pct(s4_attention("sinusoidal", "ladder_test_gap500ms_160"))[:3],
-                     *_pct(s4_attention("sinusoidal", "ladder_test_alone"))[:3]]),
-    Fact("sinusoidal s4: a third, as uniform", "a third of the recording as for uniform attention",
-         lambda d: [] if abs(s4_attention("sinusoidal", "ladder_test_gap500ms_160", "mean_distance_s")[0]
-                             / s4_attention("sinusoidal", "ladder_test_gap500ms_160", "duration")[0] - 1 / 3) < 0.02
-         else ["sinusoidal's mean distance at 160 s is not a third of the recording"]),
-    Claim("none s4 at 160 s",
-          "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % [{}, {}] of its "
-          "attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-4 s utterances)",
-          lambda d: [s4_attention("none", "ladder_test_gap500ms_160", "mean_distance_s")[0],
-                     s4_attention("none", "ladder_test_gap500ms_160", "duration")[0],
-                     *_pct(s4_attention("none", "ladder_test_gap500ms_160"))[:3],
-                     *_pct(s4_attention("none", "ladder_test_alone"))[:3]]),
-    Fact("none s4: a third, as uniform", "uniform on long inputs too",
-         lambda d: [] if abs(s4_attention("none", "ladder_test_gap500ms_160", "mean_distance_s")[0]
-                             / s4_attention("none", "ladder_test_gap500ms_160", "duration")[0] - 1 / 3) < 0.02
-         else ["none's mean distance at 160 s is not a third of the recording"]),
+    *_uniform_s4("sinusoidal", "at 160 s its mean attended distance is {} s of {} s, a third of the\nrecording as for "
+                 "uniform attention, and {} % [{}, {}] of its attention lies within ±0.5 s of\nthe query ({} % [{}, {}] "
+                 "on the 2-4 s utterances)", "a third of the recording as for uniform attention"),
+    *_uniform_s4("none", "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % "
+                 "[{}, {}] of its attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-4 s utterances)",
+                 "uniform on long inputs too"),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
