@@ -1061,7 +1061,52 @@ def _l4_reproduced(pe):
         else [f"{pe}_ctc_s4 not reproduced: {row}"]
 
 
+LM = LADDER / "more_pes"   # the seven PEs never on the ladder before, seeds 0 and 1 (backlog.sh stage 2)
+MORE_PES_CANDIDATES = ("plain", "window:2.5", "window:5", "window:10", "logit_scale", "chunked:20:4")
+
+
+def _more_pes(d, pe, seed):
+    """A more_pes run's README numbers: its dev CER per candidate (the choice's rule, `ldev`), test CER
+    plain and chosen (window:2.5), the plain ratios at every rung with the 160 s CI, the windowed 160 s
+    cell. Fails when the lowest dev CER is not window:2.5's, as the README prints it."""
+    path = (str(LM / f"{pe}_ctc_s{seed}"),)
+    suffix = {**SUFFIX, "logit_scale": "_logit_scale"}
+    dev = {}
+    for cand in MORE_PES_CANDIDATES:
+        errors = ref = 0
+        for r in RUNGS:
+            row = next(x for x in d.series([path[0]], f"ladder_dev_{NOGAP}_{r}{suffix[cand]}").runs[0].rows
+                       if x["bucket"] == LONG)
+            errors, ref = errors + row["char_errors"], ref + row["ref_chars"]
+        dev[cand] = 100 * errors / ref
+    assert min(dev, key=dev.get) == "window:2.5", f"{pe} seed {seed}: lowest dev CER {min(dev, key=dev.get)}"
+    from asr_pe.evaluation.ladder_report import whole_rate
+    test = [whole_rate(d.ladder_run(path[0], s), variant=NOGAP) for s in ("_window2p5", "")]
+    plain, window = d.ladder(path, GAP, 160), d.ladder(path, GAP, 160, "_window2p5")
+    return [*dev.values(), *test, *[d.ladder(path, GAP, r).ratio for r in RUNGS], plain.ci_low, plain.ci_high,
+            window.ratio, window.ci_low, window.ci_high]
+
+
+def _more_pes_retrained(pe, seed):
+    import json
+    rows = [json.loads(x) for x in (LM / "retrained.jsonl").read_text().splitlines() if x.strip()]
+    return next(r for r in rows if r["run"] == f"{pe}_ctc_s{seed}")
+
+
 LADDER_NOTE_CLAIMS = [
+    Claim("ladder more_pes: Shaw seed 0",
+          "dev: plain {}, **window:2.5\n{}**, window:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test {} against\n{} %. "
+          "It grows at every doubling, {}, {}, {}, {}, {}, {}× from 5 to 160 s (gaps;\n160 s: [{}, {}] over the recordings), "
+          "and {}× [{}, {}] at 160 s with window:2.5",
+          lambda d: _more_pes(d, "shaw", 0)),
+    Fact("ladder more_pes: Shaw seed 0 reproduced", "Shaw seed 0, retrained,\nreproduces its archived run exactly",
+         lambda d: [] if _more_pes_retrained("shaw", 0)["reproduced"] else ["shaw_ctc_s0 not reproduced"]),
+    Claim("ladder more_pes: T5 seed 0",
+          "does **not** reproduce its archived run ({} of the {} test hypotheses\ndiffer): another sample of the recipe. "
+          "Dev: plain {}, **window:2.5 {}**, window:5 {},\nwindow:10 {}, logit_scale {}, chunked:20:4 {}; test {} against {} %. "
+          "It grows at every\ndoubling too, {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and {}× [{}, {}]\nwith window:2.5",
+          lambda d: [_more_pes_retrained("t5", 0)["test"]["differing"], _more_pes_retrained("t5", 0)["test"]["utterances"],
+                     *_more_pes(d, "t5", 0)]),
     Claim("ladder seed 4: none", "exactly (every test and long-form hypothesis, best step {}; `seed4/retrained.jsonl`); "
           "dev: plain {}, **window:2.5 {}**; test {} against {} %. On the test ladder its ratio is {}-{}× with gaps "
           "(seed 4 alone); over seeds 2-4, `none` is at {}× [{}, {}] at 160 s",
