@@ -358,9 +358,10 @@ def test_an_evaluation_recording_an_empty_remedy_keeps_its_per_utterance_scores(
     assert ids == ["u0", "u1"]
 
 
-# the studies whose README archives with `results_table add ... --remedy-utts`: every per_utt.jsonl
-# their folders had is kept, the filter does not apply
-REMEDY_UTTS_STUDIES = ("finetune", "ladder")
+# the studies archived with `results_table add ... --remedy-utts` (their READMEs; the backlog lane,
+# recipes/synth/study/backlog.sh, for ladder/seed4, ladder/more_pes, cape_parts and transducer):
+# every per_utt.jsonl their folders had is kept, the filter does not apply
+REMEDY_UTTS_STUDIES = ("finetune", "ladder", "cape_parts", "transducer")
 # (a study's sub-archives too: ladder/seed4/ is archived like ladder/)
 FILTERED_TABLES = [t for t in TABLES if t.relative_to(STUDY).parts[0] not in REMEDY_UTTS_STUDIES]
 
