@@ -1676,6 +1676,9 @@ ATTENTION_NOTE_CLAIMS = [
     *_uniform_s4("none", "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % "
                  "[{}, {}] of its attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-4 s utterances)",
                  "uniform on long inputs too"),
+    *_uniform_s4("cape", "its mean attended distance at 160 s is {} s of {} s (a third of the recording),\nand {} % "
+                 "[{}, {}] of its attention lies within ±0.5 s of the query there ({} % [{}, {}]\non the 2-4 s utterances)",
+                 "uniform on long inputs as\nwell"),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
