@@ -21,12 +21,12 @@ the epoch's list, a disjoint share of equal size. When the batch count is not di
 ``num_replicas`` the list is padded by repeating its first batches, so a few utterances are
 seen twice in that epoch (the same policy as ``DistributedSampler``).
 
-Training loops and ``set_epoch``: loops call ``set_epoch`` on ``loader.sampler`` and on
-``loader.batch_sampler.sampler`` (Lightning 2.6 ``_set_sampler_epoch``), never on the batch
-sampler itself. ``self.sampler`` is therefore a small handle whose ``set_epoch`` sets this
-sampler's epoch. Resuming in the middle of an epoch: ``resume_at(epoch, batches_done)`` makes
-the next iteration of that epoch start after the batches this rank has already trained on, so an
-interrupted and resumed run sees exactly the batches of an uninterrupted one.
+Training as a function of the step (`StepBatches`): a training run does not iterate epochs; it
+draws the batches of its optimizer steps. ``StepBatches`` yields this rank's batches from a start
+position on, epoch after epoch without end: position ``p`` is batch ``p % len(sampler)`` of epoch
+``p // len(sampler)``. A trainer that starts it at ``global_step x accumulation`` (the batches the
+restored weights have trained on) continues a stopped run with exactly the batches an
+uninterrupted run sees next, whatever the trainer's own epoch counters say.
 
 Augmentation seeds: with ``augment_seeds=True`` (training) each batch is a list of
 ``(index, seed)`` pairs, the seed a function of the run's seed, the epoch and the index
@@ -37,7 +37,7 @@ then fixed by what it is, not by the process or the moment that computes it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -71,16 +71,6 @@ def pack_greedy(
     if current:
         batches.append(current)
     return batches
-
-
-class EpochHandle:
-    """What a training loop finds at ``batch_sampler.sampler``: forwards ``set_epoch``."""
-
-    def __init__(self, owner: "DurationBucketSampler"):
-        self._owner = owner
-
-    def set_epoch(self, epoch: int) -> None:
-        self._owner.set_epoch(epoch)
 
 
 def augment_seed(seed: int, epoch: int, index: int) -> int:
@@ -140,8 +130,6 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
         self.rank = int(rank)
         self.augment_seeds = bool(augment_seeds)
         self.epoch = 0
-        self.sampler = EpochHandle(self)
-        self._resume: tuple[int, int] | None = None  # (epoch, batches of it this rank already yielded)
 
         order = np.argsort(durations, kind="stable")
         self.buckets = [b for b in np.array_split(order, min(num_buckets, len(order))) if len(b)]
@@ -153,18 +141,6 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
-
-    def resume_at(self, epoch: int, batches_done: int) -> None:
-        """Continue ``epoch`` after its first ``batches_done`` batches of this rank (one iteration only).
-
-        ``batches_done >= len(self)`` means the epoch is over: the next one starts from its beginning.
-        """
-        epoch, batches_done = int(epoch), int(batches_done)
-        assert batches_done >= 0, f"batches_done must be >= 0, got {batches_done}"
-        if batches_done >= len(self):
-            self.epoch, self._resume = epoch + 1, None
-        else:
-            self.epoch, self._resume = epoch, (epoch, batches_done)
 
     def __len__(self) -> int:
         """Batches this rank yields per epoch (the same for every epoch)."""
@@ -220,13 +196,8 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
         self._cache = (epoch, batches)
         return batches
 
-    def __iter__(self) -> Iterator[list[int]]:
-        epoch = self.epoch
-        skip = 0
-        if self._resume is not None:
-            if self._resume[0] == epoch:
-                skip = self._resume[1]
-            self._resume = None
+    def rank_batches(self, epoch: int, skip: int = 0) -> Iterator[list[int]]:
+        """This rank's batches of ``epoch`` after its first ``skip``."""
         batches = self.epoch_batches(epoch)
         per_rank = len(self)
         padded = per_rank * self.num_replicas
@@ -238,3 +209,35 @@ class DurationBucketSampler(torch.utils.data.Sampler[list[int]]):
             yield from ([(int(i), augment_seed(self.seed, epoch, i)) for i in b] for b in mine[skip:])
         else:
             yield from (list(b) for b in mine[skip:])
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return self.rank_batches(self.epoch)
+
+
+class StepBatches:
+    """A training loader's ``batch_sampler``: this rank's batches from position ``start()`` on, without end.
+
+    ``start`` is read each time an iteration begins (a loader creates its iterator when training
+    starts, and again if a trainer starts another epoch of its own): the number of batches this
+    rank has trained on, ``global_step x accumulation`` for a trainer. The batch at position ``p`` is
+    a function of ``p`` alone (``epochs``' epoch ``p // len(epochs)``, batch ``p % len(epochs)``), so a
+    run stopped anywhere and restored at its step goes on with the batches an uninterrupted run
+    sees next. It has no ``len``: for a loader it is an endless stream, and the trainer stops at its
+    step count."""
+
+    def __init__(self, epochs: DurationBucketSampler, start: Callable[[], int]):
+        self.epochs = epochs
+        self.start = start
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return len(self.epochs)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        position = int(self.start())
+        assert position >= 0, f"a training position must be >= 0, got {position}"
+        per_epoch = len(self.epochs)
+        while True:
+            epoch, skip = divmod(position, per_epoch)
+            yield from self.epochs.rank_batches(epoch, skip)
+            position = (epoch + 1) * per_epoch

@@ -7,8 +7,6 @@
 - `StepRandomState`: the random state of the training steps is in the checkpoint, so a resumed run
   trains with the weights an uninterrupted one would have.
 - `StepProgress` (`asr_pe.training.progress`): the step line instead of Lightning's per-epoch bars.
-- `EpochCountsAfterResume` (`asr_pe.training.lightning_private`): Lightning's epoch counters after a
-  resume at an epoch boundary.
 
 **Checkpoints.** Lightning's `ModelCheckpoint` picks file names itself: with its version counter on
 (the default) it writes ``last-v1.ckpt``, ``last-v2.ckpt``, ... whenever ``last.ckpt`` exists but is
@@ -21,8 +19,9 @@ first (worse) validation after a resume, because the best score is only restored
 path is unchanged. Here: ``checkpoints/last.ckpt`` (every ``checkpoint.every_n_train_steps`` steps
 and at the end of training) and ``checkpoints/best.ckpt`` (lowest ``val/cer``); no version counter;
 state keys that do not depend on the path or the interval; the best score restored wherever the
-folder now lives. The metric logs are flushed before each checkpoint, so ``logs/metrics.csv``
-always holds every row the checkpoint has trained through (`asr_pe.training.metrics_log`).
+folder now lives. The metric logs are flushed whenever a checkpoint is written (its
+``on_save_checkpoint``), so ``logs/metrics.csv`` always holds every row the checkpoint has
+trained through (`asr_pe.training.metrics_log`).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, LAST, checkpoint_dir, checkpoint_path
 
-from .lightning_private import EpochCountsAfterResume, make_resumable
+from .lightning_private import as_saved_at_batch_end
 from .progress import StepProgress
 from .schedules import lr_multiplier
 from .stops import TrainingDiverged, divergence, nonfinite_limits
@@ -54,7 +53,7 @@ def run_callbacks(cfg: Mapping[str, Any], run_dir: Path) -> list[Callback]:
     ckpt_dir = checkpoint_dir(run_dir)
     callbacks = [LastCheckpoint(ckpt_dir, int(cfg["checkpoint"]["every_n_train_steps"])), BestCheckpoint(ckpt_dir),
                  ApplyOptimSettings(), NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))),
-                 SaveOnSigterm(checkpoint_path(run_dir)), EpochCountsAfterResume(), StepRandomState()]
+                 SaveOnSigterm(checkpoint_path(run_dir)), StepRandomState()]
     # none with trainer.enable_progress_bar=false: Lightning refuses a progress bar then
     if cfg["trainer"].get("enable_progress_bar", True):
         callbacks.append(StepProgress(every_n_steps=int(cfg.get("progress_every_n_steps") or 100)))
@@ -62,13 +61,14 @@ def run_callbacks(cfg: Mapping[str, Any], run_dir: Path) -> list[Callback]:
 
 
 class _RunCheckpoint(ModelCheckpoint):
-    """Shared behaviour: flush the loggers before writing (the CSV logger otherwise writes every
-    100 steps, and a kill would lose the rows between its last write and the checkpoint)."""
+    """Shared behaviour: flush the loggers when a checkpoint is written (the CSV logger otherwise writes
+    every 100 steps, and a kill would lose the rows between its last write and the checkpoint).
+    Lightning calls ``on_save_checkpoint`` of every callback for every checkpoint, a SIGTERM stop's
+    included, before the file is written."""
 
-    def _save_checkpoint(self, trainer, filepath: str) -> None:
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         for logger in trainer.loggers:
             logger.save()
-        super()._save_checkpoint(trainer, filepath)
 
 
 class LastCheckpoint(_RunCheckpoint):
@@ -78,6 +78,7 @@ class LastCheckpoint(_RunCheckpoint):
         super().__init__(dirpath=dirpath, filename=LAST, save_last=True, save_top_k=0,
                          every_n_train_steps=every_n_train_steps, auto_insert_metric_name=False,
                          enable_version_counter=False)
+        self.step_interval = every_n_train_steps
 
     @property
     def state_key(self) -> str:
@@ -85,12 +86,11 @@ class LastCheckpoint(_RunCheckpoint):
 
     def on_train_end(self, trainer, pl_module) -> None:
         # Lightning saves here only when no checkpoint was saved at all during the fit; the final
-        # weights must be on disk whatever the interval.
-        if trainer.global_step > 0 and self._last_global_step_saved != trainer.global_step:
-            # as it ended, the fit counts its last epoch as completed even when max_steps stopped it
-            # midway: saved so, a run continued with more steps would skip that epoch's rest
-            make_resumable(trainer)
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        # weights must be on disk whatever the interval (the batches of the steps after it follow
+        # from the step alone, asr_pe.data.sampler.StepBatches).
+        if trainer.global_step > 0 and trainer.global_step % self.step_interval:
+            as_saved_at_batch_end(trainer)
+            trainer.save_checkpoint(Path(self.dirpath) / f"{LAST}{CHECKPOINT_SUFFIX}")
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # nothing to carry: the file name is fixed
@@ -157,8 +157,8 @@ class NonFiniteGuard(Callback):
 
 class SaveOnSigterm(Callback):
     """On Lightning's SIGTERM stop during training, save the step reached to ``path`` (every rank
-    takes part: the stop is agreed across ranks, and saving ends in a barrier). A stop between two
-    epochs is saved in the state Lightning resumes right (`asr_pe.training.lightning_private`)."""
+    takes part: the stop is agreed across ranks, and saving ends in a barrier). Wherever the stop
+    came, the resumed run goes on from the saved step (`asr_pe.data.sampler.StepBatches`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -167,13 +167,8 @@ class SaveOnSigterm(Callback):
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if not isinstance(exception, SIGTERMException) or trainer.state.stage != RunningStage.TRAINING:
             return
-        # the loggers first (as every step checkpoint does, training/checkpoints.py): the CSV
-        # logger's buffered rows up to this step would otherwise be lost, and a resume from this
-        # step does not log them again
-        for logger in trainer.loggers:
-            logger.save()
-        make_resumable(trainer)
-        trainer.save_checkpoint(self.path)
+        as_saved_at_batch_end(trainer)
+        trainer.save_checkpoint(self.path)  # the loggers flushed first (_RunCheckpoint.on_save_checkpoint)
         self.saved_step = int(trainer.global_step)
         log.info("SIGTERM: saved step %d to %s", self.saved_step, self.path)
 

@@ -31,6 +31,7 @@ from asr_pe.inference.decode import check_decode_settings
 from asr_pe.inference.run_loading import read_checkpoint
 
 from . import hydra_job
+from .schedules import step_schedule
 
 # trainer keys that train() sets itself: given in trainer.* they would collide
 TRAINER_KEYS_SET_BY_TRAIN = ("default_root_dir", "callbacks", "logger", "use_distributed_sampler", "plugins")
@@ -136,6 +137,8 @@ def check_trainer(trainer: Mapping[str, Any]) -> None:
     max_steps = trainer.get("max_steps", -1)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not (max_steps == -1 or max_steps > 0):
         raise ConfigError(f"trainer.max_steps={max_steps!r}: must be an integer > 0 (or -1: no limit)")
+    if "max_steps" in trainer or "max_epochs" in trainer:  # (a run's config has both: conf/trainer/default.yaml)
+        step_schedule(trainer, batches_per_epoch=1)  # an end and a validation interval with a meaning in steps
 
 
 def check_train_config(cfg: DictConfig) -> None:

@@ -7,9 +7,10 @@ The corpus config's ``_target_`` returns ``{"train": path(s), "dev": path(s), "t
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import lightning as L
 import torch
@@ -22,7 +23,7 @@ from asr_pe.data.concat import ConcatDataset, pack_groups
 from asr_pe.data.dataset import ASRDataset, collate, compute_cmvn, filter_for_ctc
 from asr_pe.data.features import FbankExtractor, GlobalCMVN, SpecAugment
 from asr_pe.data.manifest import Utterance, read_manifest
-from asr_pe.data.sampler import DurationBucketSampler
+from asr_pe.data.sampler import DurationBucketSampler, StepBatches
 from asr_pe.data.tokenizer import Tokenizer, build_tokenizer, load_tokenizer
 from asr_pe.run_folder import CMVN, TOKENIZER
 
@@ -163,37 +164,25 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     return RunData(manifests, train, dev, tokenizer, features, cmvn, report)
 
 
-class ResumableLoader(DeadlineLoader):
-    """A DataLoader over a `DurationBucketSampler` that checkpoints where the epoch stands.
-
-    Lightning saves ``state_dict()`` of the train loader in every checkpoint and calls
-    ``load_state_dict`` on resume before the first batch is drawn (it treats loaders with both
-    methods as resumable). The state is the sampler's epoch and the number of batches this rank
-    has trained on in it, read from the trainer's progress by ``batches_done``; on resume the
-    sampler skips those batches, so a run interrupted mid-epoch (SLURM preemption, a step
-    checkpoint) continues with exactly the batches an uninterrupted run would see next.
-    """
-
-    def __init__(self, *args, batches_done: Callable[[], int], **kwargs):
-        super().__init__(*args, **kwargs)
-        assert isinstance(self.batch_sampler, DurationBucketSampler), "ResumableLoader needs a DurationBucketSampler"
-        self._batches_done = batches_done
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.batch_sampler.epoch, "batches_done": int(self._batches_done())}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.batch_sampler.resume_at(state["epoch"], state["batches_done"])
-
-
 class ASRDataModule(L.LightningDataModule):
-    """Duration-bucketed train/dev loaders over prepared data (features cached in memory)."""
+    """Duration-bucketed train/dev loaders over prepared data (features cached in memory).
+
+    The train loader is an endless stream of batches indexed by the trainer's step
+    (`asr_pe.data.sampler.StepBatches`): training is counted in steps, and a resumed run draws
+    the batches of the steps it has not trained yet. `train_batches_per_epoch` is what an epoch
+    of this rank's data is in steps (`asr_pe.training.schedules.step_schedule`)."""
 
     def __init__(self, data: RunData, data_cfg: DictConfig, seed: int):
         super().__init__()
         self.data, self.cfg, self.seed = data, data_cfg, seed
         sa = data_cfg.get("spec_augment")
         self.spec_augment = SpecAugment(**OmegaConf.to_container(sa, resolve=True)) if sa else None
+        concat_s = data_cfg.get("concat_max_seconds")
+        durations = [u.duration for u in data.train]
+        # training inputs of up to concat_max_seconds, utterances joined (asr_pe/data/concat.py)
+        self.groups = (pack_groups(durations, float(concat_s), seed=int(data_cfg.get("concat_seed", 0)))
+                       if concat_s else None)
+        self.train_durations = durations if self.groups is None else [sum(durations[i] for i in g) for g in self.groups]
         self.train_set = self.dev_set = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -202,25 +191,30 @@ class ASRDataModule(L.LightningDataModule):
         cache = bool(self.cfg.get("cache_features", True))
         d = self.data
         self.train_set = ASRDataset(d.train, d.tokenizer, d.features, d.cmvn, self.spec_augment, cache_features=cache)
-        concat_s = self.cfg.get("concat_max_seconds")
-        if concat_s:  # training inputs of up to concat_max_seconds, utterances joined (asr_pe/data/concat.py)
-            groups = pack_groups(self.train_set.durations, float(concat_s), seed=int(self.cfg.get("concat_seed", 0)))
-            self.train_set = ConcatDataset(self.train_set, groups)
+        if self.groups is not None:
+            self.train_set = ConcatDataset(self.train_set, self.groups)
         self.dev_set = ASRDataset(d.dev, d.tokenizer, d.features, d.cmvn, None, cache_features=cache) if d.dev else None
 
-    def _sampler(self, ds: ASRDataset, shuffle: bool) -> DurationBucketSampler:
+    def _rank(self) -> tuple[int, int]:
+        return (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
+
+    def _sampler(self, durations: list[float], shuffle: bool) -> DurationBucketSampler:
         # training (shuffle): each item's SpecAugment masks from its own seed (asr_pe/data/sampler.py)
-        world = self.trainer.world_size if self.trainer is not None else 1
-        rank = self.trainer.global_rank if self.trainer is not None else 0
+        world, rank = self._rank()
         return DurationBucketSampler(
-            ds.durations, self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
+            durations, self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
             shuffle=shuffle, seed=self.seed, max_batch_size=self.cfg.get("max_batch_size"),
             num_replicas=world, rank=rank, augment_seeds=shuffle,
         )
 
-    def _batches_done(self) -> int:
-        """Training batches of the current epoch this rank has run (the trainer's own count)."""
-        return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
+    def train_batches_per_epoch(self, world_size: int) -> int:
+        """Training batches one rank draws per epoch of the data when ``world_size`` ranks train."""
+        return math.ceil(self._sampler(self.train_durations, shuffle=True).total_batches / world_size)
+
+    def _batches_trained(self) -> int:
+        """Batches this rank has trained on: the restored step's, on a resume (the trainer's step count is
+        restored before the loader's iterator starts)."""
+        return self.trainer.global_step * self.trainer.accumulate_grad_batches
 
     def _timeout(self) -> dict[str, float]:
         """``timeout=`` for a loader with workers: a worker that cannot deliver (e.g. it cannot
@@ -232,19 +226,16 @@ class ASRDataModule(L.LightningDataModule):
         return {"timeout": float(self.cfg.get("loader_timeout_s", DEFAULT_LOADER_TIMEOUT_S))}
 
     def train_dataloader(self):
-        sampler = self._sampler(self.train_set, shuffle=True)
-        # The epoch a fresh loader starts in (Lightning calls set_epoch only after it has created
-        # the first iterator, which with workers already draws batches); a resume overrides it.
-        sampler.set_epoch(self.trainer.current_epoch if self.trainer is not None else 0)
-        return ResumableLoader(
-            self.train_set, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
-            persistent_workers=self.cfg.num_workers > 0, batches_done=self._batches_done, **self._timeout(),
+        batches = StepBatches(self._sampler(self.train_durations, shuffle=True), start=self._batches_trained)
+        return DeadlineLoader(
+            self.train_set, batch_sampler=batches, collate_fn=collate, num_workers=self.cfg.num_workers,
+            persistent_workers=self.cfg.num_workers > 0, **self._timeout(),
         )
 
     def val_dataloader(self):
         if self.dev_set is None:
             return []
         return DeadlineLoader(
-            self.dev_set, batch_sampler=self._sampler(self.dev_set, shuffle=False), collate_fn=collate,
+            self.dev_set, batch_sampler=self._sampler(self.dev_set.durations, shuffle=False), collate_fn=collate,
             num_workers=self.cfg.num_workers, persistent_workers=self.cfg.num_workers > 0, **self._timeout(),
         )

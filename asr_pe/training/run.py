@@ -69,12 +69,13 @@ from .checkpoints import RunFolderCheckpointIO, remove_partial_writes
 from .config_checks import check_train_config
 from .data import ASRDataModule, prepare_run_data, resolve_manifests
 from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
-from .lightning_private import check_lightning
+from .lightning_private import check_lightning, count_in_steps
 from .loader_deadline import end_loader_workers, loader_timeout_error
 from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import (StartPlan, parse_resume, plan_start, record_resume,
                      resumed_config, settings_changed)
 from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
+from .schedules import StepSchedule, step_schedule
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
 from .stops import fit_or_stop, sigterm_stops
 
@@ -86,6 +87,7 @@ class Job:
     """What `Run.prepare` builds for `Run.fit`."""
     module: Any       # asr_pe.training.module.ASRModule
     datamodule: ASRDataModule
+    schedule: StepSchedule
 
 
 @dataclass
@@ -217,8 +219,9 @@ class Run:
             load_init_weights(model, self.source[1])
         from .module import ASRModule, count_parameters  # after data: keeps import-time errors readable
 
-        total_steps = int(cfg.trainer.max_steps) if int(cfg.trainer.get("max_steps", -1)) > 0 else None
-        module = ASRModule(model, data.tokenizer, cfg.loss, cfg.optim, total_steps=total_steps)
+        datamodule = ASRDataModule(data, cfg.data, int(cfg.seed))
+        schedule = step_schedule(cfg.trainer, datamodule.train_batches_per_epoch(self.trainer.world_size))
+        module = ASRModule(model, data.tokenizer, cfg.loss, cfg.optim, total_steps=schedule.max_steps)
         if zero:
             write_run_info(run_dir, {
                 "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "encoder": cfg.encoder.kind, "seed": int(cfg.seed),
@@ -229,7 +232,7 @@ class Run:
             })
             print(f"[asr_pe] model: {count_parameters(model) / 1e6:.2f} M parameters, pe={pe_label(cfg.pe)}, "
                   f"loss={cfg.loss.name}, train {data.report['train_used']} utts ({data.report['train_hours']:.2f} h)")
-        return Job(module, ASRDataModule(data, cfg.data, int(cfg.seed)))
+        return Job(module, datamodule, schedule)
 
     # ------------------------------------------------------------------ fit
 
@@ -239,6 +242,7 @@ class Run:
             if ckpt is not None:
                 set_aside_metrics(self.dir, self.plan.step)
             clear_eval_done(self.dir)  # training (more) makes an earlier evaluation stale
+        count_in_steps(trainer, job.schedule)
         try:
             # a SIGTERM or a diverged run raises TrainingStopped here: no evaluation, no eval/done.json
             fit_or_stop(trainer, job.module, datamodule=job.datamodule,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from asr_pe.data.sampler import DurationBucketSampler
+from asr_pe.data.sampler import DurationBucketSampler, StepBatches
 
 
 def durations(n=600, seed=0, lo=0.5, hi=12.0):
@@ -141,27 +141,35 @@ def test_bad_arguments():
         DurationBucketSampler([], 10.0)
 
 
-def test_set_epoch_reaches_the_sampler_through_the_handle_lightning_calls():
-    # Lightning 2.6 calls set_epoch on loader.batch_sampler.sampler, never on the batch sampler
-    s = DurationBucketSampler(np.linspace(1, 5, 40), 8.0, num_buckets=2, seed=3)
-    s.sampler.set_epoch(5)
-    assert s.epoch == 5 and list(s) == s.epoch_batches(5)
+def _take(iterable, n):
+    it = iter(iterable)
+    return [next(it) for _ in range(n)]
 
 
-def test_resume_at_skips_the_batches_this_rank_already_had_once():
+def test_step_batches_are_the_epochs_one_after_the_other_from_any_start():
+    """Position p is batch p % len of epoch p // len, on every rank, whatever position a stream
+    starts from: a run stopped anywhere and restarted at its step sees the batches it would have."""
     d = np.linspace(1, 5, 41)
-    ranks = [DurationBucketSampler(d, 8.0, num_buckets=3, seed=1, num_replicas=2, rank=r) for r in (0, 1)]
-    for s in ranks:
-        s.set_epoch(2)
-    full = [list(s) for s in ranks]
-    for s, mine in zip(ranks, full):
-        s.resume_at(2, 3)
-        assert list(s) == mine[3:], "the resumed epoch must continue where it stopped"
-        assert list(s) == mine, "the skip applies to one iteration only"
-        s.resume_at(2, len(s))  # the epoch was over: the next one starts from its beginning
-        fresh = DurationBucketSampler(d, 8.0, num_buckets=3, seed=1, num_replicas=2, rank=s.rank)
-        fresh.set_epoch(3)
-        assert s.epoch == 3 and list(s) == list(fresh)
+    for rank in (0, 1):
+        epochs = DurationBucketSampler(d, 8.0, num_buckets=3, seed=1, num_replicas=2, rank=rank, augment_seeds=True)
+        per_epoch = len(epochs)
+        stream = [b for e in range(4) for b in epochs.rank_batches(e)]  # (4 * per_epoch,) epochs 0-3 in order
+        assert stream[:per_epoch] == list(epochs), "position 0 is epoch 0's first batch"
+        for start in (0, 3, per_epoch - 1, per_epoch, 2 * per_epoch + 1):
+            batches = StepBatches(epochs, start=lambda: start)
+            assert _take(batches, len(stream) - start) == stream[start:]
+        # the start is read when an iteration begins (a restored step), not when the stream is made
+        position = [0]
+        batches = StepBatches(epochs, start=lambda: position[0])
+        position[0] = per_epoch + 2
+        assert _take(batches, 3) == stream[per_epoch + 2:per_epoch + 5]
+        with pytest.raises(TypeError):
+            len(batches)  # endless: a loader over it has no length, the trainer stops at its step count
+    # the seeds follow the epoch of the position: another epoch, other masks for the same item
+    first = {i: seed for b in stream[:per_epoch] for i, seed in b}
+    second = {i: seed for b in stream[per_epoch:2 * per_epoch] for i, seed in b}
+    common = first.keys() & second.keys()  # (a rank's share of the items changes between epochs)
+    assert len(common) > 5 and all(first[i] != second[i] for i in common)
 
 
 def test_is_padding_marks_exactly_the_repeated_batches():

@@ -1,10 +1,10 @@
 """Batch order across epochs, through real `train(cfg)` runs (Lightning's `Trainer.fit`).
 
-Lightning 2.6 calls ``set_epoch`` on ``loader.sampler`` and ``loader.batch_sampler.sampler``
-only, never on a batch sampler, so these tests watch the batches the training step receives
-rather than calling the sampler by hand: every epoch must be a new order of the same
-utterances, the same for a given seed, and a run interrupted mid-epoch and resumed must see
-exactly the batches of an uninterrupted run.
+The training batches are a function of the step (`asr_pe.data.sampler.StepBatches`); these tests
+watch the batches the training step receives rather than calling the sampler by hand: every epoch
+must be a new order of the same utterances, the same for a given seed, and a run interrupted
+anywhere (mid-epoch, at an epoch's end, by a SIGTERM, by its max_steps) and resumed must see
+exactly the batches of an uninterrupted run and end with its weights.
 """
 
 from __future__ import annotations
@@ -22,16 +22,21 @@ from e2e_helpers import TINY_MODEL, compose_train, synth_overrides
 
 @pytest.fixture
 def record_batches(monkeypatch):
-    """Records (epoch, tuple of utterance ids) for every training batch of every run."""
+    """Records (epoch of the data, tuple of utterance ids) for every training batch of every run."""
     seen: list[tuple[int, tuple[str, ...]]] = []
     original = ASRModule.training_step
 
     def recording_step(self, batch, batch_idx):
-        seen.append((int(self.current_epoch), tuple(batch["ids"])))
+        seen.append((_data_epoch(self.trainer), tuple(batch["ids"])))
         return original(self, batch, batch_idx)
 
     monkeypatch.setattr(ASRModule, "training_step", recording_step)
     return seen
+
+
+def _data_epoch(trainer) -> int:
+    """The epoch of the data the trainer's next batch comes from (one process, no accumulation)."""
+    return trainer.global_step // trainer.train_dataloader.batch_sampler.batches_per_epoch
 
 
 def _cfg(root, run, *extra):
@@ -85,8 +90,8 @@ def test_each_epoch_is_a_new_order_of_the_same_utterances(tiny_synth_root, tmp_p
     assert [b for _, b in record_batches] != [b for e, b in first if e == 0]
 
 
-# With loader workers the first batches are drawn when the iterator is created, before
-# Lightning's set_epoch: the epoch must already be right then.
+# With loader workers the first batches are drawn when the iterator is created: the restored step
+# must already be known then.
 @pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_resume_mid_epoch_continues_with_the_batches_of_an_uninterrupted_run(
         tiny_synth_root, tmp_path, record_batches, workers):
@@ -115,8 +120,8 @@ def test_resume_mid_epoch_continues_with_the_batches_of_an_uninterrupted_run(
 def test_resume_at_an_epoch_boundary_starts_the_next_epoch(tiny_synth_root, tmp_path, record_batches, validation):
     """Stopped at the end of epoch 0, resumed, stopped at the end of epoch 1, resumed again: with a
     validation at each epoch end the second resume used to train epoch 1's batch order a second
-    time (Lightning 2.6 starts the epoch after such a resume without counting it as started;
-    `EpochCountsAfterResume`)."""
+    time, when the batch order followed Lightning's epoch counters (Lightning 2.6 starts the epoch
+    after such a resume without counting it as started)."""
     train(_cfg(tiny_synth_root, tmp_path / "full", "trainer.max_steps=-1", "trainer.max_epochs=3",
                "checkpoint.every_n_train_steps=1000", *validation))
     uninterrupted = list(record_batches)
@@ -136,8 +141,9 @@ def test_resume_at_an_epoch_boundary_starts_the_next_epoch(tiny_synth_root, tmp_
 
 def test_a_run_continued_past_its_max_steps_finishes_the_epoch_it_stopped_in(tiny_synth_root, tmp_path, record_batches):
     """max_steps in the middle of an epoch and no step checkpoint there: last.ckpt is saved as the
-    fit ends, when Lightning has counted the epoch as completed; continued with more steps, the run
-    used to start the next epoch and never train the rest of this one."""
+    fit ends, when Lightning has counted its epoch as completed; continued with more steps, the run
+    used to start the next epoch and never train the rest of this one (when the batch order
+    followed Lightning's epochs)."""
     train(_cfg(tiny_synth_root, tmp_path / "full", "trainer.max_steps=-1", "trainer.max_epochs=3",
                "checkpoint.every_n_train_steps=1000"))
     uninterrupted = list(record_batches)
@@ -188,9 +194,9 @@ def _stop_then_resume(tiny_synth_root, tmp_path, record_batches, stop, validatio
     return full, run
 
 
-# Lightning 2.6 raises its SIGTERM stop between two epochs (FitLoop.on_advance_end) when the signal
-# comes during an epoch's last batch or its validation. Saved as the loops stood, the resumed run
-# skipped an epoch's batch order and logged every step one late (CI: a resume test lost a row).
+# A SIGTERM during an epoch's last batch or its validation: Lightning stops after them. When the
+# batch order followed Lightning's epoch counters, such a stop (raised between two of its epochs)
+# skipped an epoch's batch order on resume and logged every step one late (CI: a resume test lost a row).
 @pytest.mark.parametrize("validation", [pytest.param([], marks=pytest.mark.slow, id="no-val"),
                                         pytest.param(["trainer.check_val_every_n_epoch=1"], id="val")])
 def test_a_sigterm_at_the_end_of_an_epoch_resumes_with_the_next_epochs_batches(
@@ -199,14 +205,17 @@ def test_a_sigterm_at_the_end_of_an_epoch_resumes_with_the_next_epochs_batches(
     import os
     import signal
 
-    def sigterm_at_the_end_of_epoch_0(self):
-        if self.current_epoch == 0:
+    def sigterm_after_the_last_batch_of_epoch_0(self, *args):
+        if _data_epoch(self.trainer) == 1 and self.trainer.received_sigterm is False:
             os.kill(os.getpid(), signal.SIGTERM)  # a real signal, through Lightning's handler
 
     @contextlib.contextmanager
     def stop():
+        # after the epoch's validation where there is one (a stop inside a validation keeps the
+        # previous step checkpoint, asr_pe.training.stops), else after its last batch
+        hook = "on_validation_end" if validation else "on_train_batch_end"
         with monkeypatch.context() as m:
-            m.setattr(ASRModule, "on_train_epoch_end", sigterm_at_the_end_of_epoch_0, raising=False)
+            m.setattr(ASRModule, hook, sigterm_after_the_last_batch_of_epoch_0, raising=False)
             yield
 
     full, run = _stop_then_resume(tiny_synth_root, tmp_path, record_batches, stop(), validation)
@@ -232,7 +241,7 @@ def test_a_sigterm_before_the_first_batch_of_an_epoch_resumes_with_that_epochs_b
     raised = []
 
     def advance(self, data_fetcher):
-        if self.trainer.current_epoch == 1 and self.batch_progress.current.ready == 0 and not raised:
+        if _data_epoch(self.trainer) == 1 and not raised:
             raised.append(self.trainer.global_step)
             raise SIGTERMException()
         return original(self, data_fetcher)

@@ -159,3 +159,11 @@ def test_unreadable_checkpoints_are_one_error_naming_the_file(tmp_path):
     torch.save([1, 2], listed)
     with pytest.raises(CheckpointError, match=r"not a checkpoint \(holds a list, not a dict\)"):
         read_checkpoint(listed)
+
+
+def test_a_run_that_never_ends_or_validates_by_a_fraction_is_refused_before_anything_runs():
+    with pytest.raises(ConfigError, match="never end"):
+        check_trainer({"max_steps": -1, "max_epochs": -1})
+    with pytest.raises(ConfigError, match=r"val_check_interval=0\.5 with trainer\.check_val_every_n_epoch=1"):
+        check_trainer({"max_steps": 10, "check_val_every_n_epoch": 1, "val_check_interval": 0.5})
+    check_trainer({"max_steps": -1, "max_epochs": 2, "check_val_every_n_epoch": None, "val_check_interval": 5})

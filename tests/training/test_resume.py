@@ -167,16 +167,25 @@ def test_lightning_restores_a_resumed_state_with_weights_only(tmp_path):
     from asr_pe.training.resume import StartPlan
     from asr_pe.training.run import Job, Run
 
+    from asr_pe.training.schedules import StepSchedule
+
     class Trainer:
         is_global_zero, global_step, received_sigterm, callbacks = True, 3, False, []
+        fit_loop = SimpleNamespace(max_epochs=3, epoch_loop=SimpleNamespace(max_steps=-1))
+        check_val_every_n_epoch, val_check_interval = 1, None
 
         def fit(self, module, **kwargs):
             self.kwargs = kwargs
 
     run = Run(OmegaConf.create({}), tmp_path, Trainer(), StartPlan(checkpoint=tmp_path / "last.ckpt", step=3),
               saved_cfg=None, source=None)
-    run.fit(Job(SimpleNamespace(skipped_batches=0, dropped_utterances=0), datamodule=None))
+    run.fit(Job(SimpleNamespace(skipped_batches=0, dropped_utterances=0), datamodule=None,
+                schedule=StepSchedule(max_steps=21, val_every=7, batches_per_epoch=7)))
     assert run.trainer.kwargs == {"datamodule": None, "ckpt_path": str(tmp_path / "last.ckpt"), "weights_only": True}
+    # the trainer counts the run in steps: one endless epoch, the end and the validations in steps
+    t = run.trainer
+    assert (t.fit_loop.max_epochs, t.fit_loop.epoch_loop.max_steps, t.check_val_every_n_epoch,
+            t.val_check_interval) == (-1, 21, None, 7)
 
 
 def test_the_newest_checkpoint_is_chosen_by_its_step(tmp_path):
