@@ -1099,6 +1099,14 @@ def _more_pes(d, pe, seed):
             window.ratio, window.ci_low, window.ci_high]
 
 
+def _flat_from_40s(values):
+    """`_more_pes`'s values, checked that the plain ratios at 40, 80 and 160 s all round to 1.1
+    ("rises to about 1.1x and stays there")."""
+    ratios = values[8:14]  # 5 ... 160 s
+    assert all(round(r, 1) == 1.1 for r in ratios[3:]), f"40-160 s ratios {ratios[3:]}"
+    return values
+
+
 def _more_pes_retrained(pe, seed):
     import json
     rows = [json.loads(x) for x in (LM / "retrained.jsonl").read_text().splitlines() if x.strip()]
@@ -1120,6 +1128,13 @@ LADDER_NOTE_CLAIMS = [
           "It grows at every\ndoubling too, {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and {}× [{}, {}]\nwith window:2.5",
           lambda d: [_more_pes_retrained("t5", 0)["test"]["differing"], _more_pes_retrained("t5", 0)["test"]["utterances"],
                      *_more_pes(d, "t5", 0)]),
+    Fact("ladder more_pes: ALiBi seed 0 reproduced", "ALiBi seed 0, retrained, reproduces its archived run exactly too",
+         lambda d: [] if _more_pes_retrained("alibi", 0)["reproduced"] else ["alibi_ctc_s0 not reproduced"]),
+    Claim("ladder more_pes: ALiBi seed 0",
+          "Dev: plain {}, **window:2.5\n{}**, window:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test {} against\n{} %. "
+          "Its ratio rises to about 1.1× and stays there, {}, {}, {}, {}, {}, {}× (160 s:\n[{}, {}]), "
+          "and window:2.5 leaves it at {}× [{}, {}] at 160 s",
+          lambda d: _flat_from_40s(_more_pes(d, "alibi", 0))),
     Claim("ladder seed 4: none", "exactly (every test and long-form hypothesis, best step {}; `seed4/retrained.jsonl`); "
           "dev: plain {}, **window:2.5 {}**; test {} against {} %. On the test ladder its ratio is {}-{}× with gaps "
           "(seed 4 alone); over seeds 2-4, `none` is at {}× [{}, {}] at 160 s",
