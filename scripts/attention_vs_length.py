@@ -34,7 +34,7 @@ def main(cfg: DictConfig) -> None:
         from asr_pe.evaluation.attention_vs_length import collect_rows, write_report
         from asr_pe.evaluation.buckets import DEFAULT_EDGES
         from asr_pe.inference.run_loading import load_run
-        from asr_pe.training.inspect_run import (
+        from asr_pe.inference.inspect_run import (
             cropped_duration, encode_with_attention, run_test_sets, utterance_features,
         )
         from asr_pe.run_folder import pe_label

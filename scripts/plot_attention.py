@@ -25,7 +25,7 @@ def main(cfg: DictConfig) -> None:
 
     from asr_pe.inference.run_loading import load_run
     from asr_pe.plots.attention_maps import plot_attention_maps
-    from asr_pe.training.inspect_run import (
+    from asr_pe.inference.inspect_run import (
         cropped_duration, encode_with_attention, find_utterance, run_test_sets, utterance_features,
     )
     from asr_pe.run_folder import pe_label

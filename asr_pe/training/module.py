@@ -38,13 +38,15 @@ class ASRModule(L.LightningModule):
     ``optim_cfg``: {lr, weight_decay, betas, schedule, warmup_steps, min_lr_ratio}."""
 
     def __init__(self, model: ASRModel, tokenizer: Any, loss_cfg: Mapping[str, Any],
-                 optim_cfg: Mapping[str, Any], total_steps: int | None = None):
+                 optim_cfg: Mapping[str, Any], total_steps: int | None = None,
+                 batches_per_epoch: int | None = None):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
         self.loss_cfg = dict(loss_cfg)
         self.optim_cfg = dict(optim_cfg)
         self.total_steps = total_steps
+        self.batches_per_epoch = batches_per_epoch  # one rank's, for the logs' epoch column
         self.ctc_weight = float(self.loss_cfg.get("ctc_weight", 1.0))
         assert 0.0 <= self.ctc_weight <= 1.0, f"loss.ctc_weight must be in [0, 1], got {self.ctc_weight}"
         self.second = second_head(self.loss_cfg)
@@ -100,7 +102,21 @@ class ASRModule(L.LightningModule):
             return flag
         return bool(self.all_gather(torch.tensor(flag, device=self.device)).any())
 
+    def _log_data_epoch(self, batches: int) -> None:
+        """The logs' ``epoch`` column: the epoch of the data after ``batches`` training batches. The
+        trainer sees one endless epoch (`asr_pe.data.sampler.StepBatches`), so its own count would
+        say 0 throughout."""
+        if not self.batches_per_epoch:
+            return
+        epoch = float(batches // self.batches_per_epoch)
+        if self.trainer.training:
+            self.log("epoch", epoch, on_step=True, on_epoch=False)
+        else:
+            self.log("epoch", epoch, sync_dist=True)  # equal on every rank
+
     def training_step(self, batch: dict, batch_idx: int):
+        accumulate = self.trainer.accumulate_grad_batches
+        self._log_data_epoch(self.global_step * accumulate + batch_idx % accumulate)  # this batch's position
         loss, parts = self.compute_loss(batch)
         finite_here = bool(torch.isfinite(loss))
         if self._any_rank(not finite_here):
@@ -178,6 +194,9 @@ class ASRModule(L.LightningModule):
         self._val_sums.zero_()
         if total["ref_words"] == 0:
             return  # no validation data at all (the same on every rank)
+        if self.trainer is not None and self.trainer.state.fn == "fit":
+            # a validation during training: the epoch of the last batch trained
+            self._log_data_epoch(max(self.global_step * self.trainer.accumulate_grad_batches - 1, 0))
         # The values are global already and equal on every rank; sync_dist (a mean of equal values)
         # only keeps Lightning from warning about unsynced epoch-level metrics.
         metrics = {"val/wer": 100.0 * total["errors"] / total["ref_words"],

@@ -221,7 +221,8 @@ class Run:
 
         datamodule = ASRDataModule(data, cfg.data, int(cfg.seed))
         schedule = step_schedule(cfg.trainer, datamodule.train_batches_per_epoch(self.trainer.world_size))
-        module = ASRModule(model, data.tokenizer, cfg.loss, cfg.optim, total_steps=schedule.max_steps)
+        module = ASRModule(model, data.tokenizer, cfg.loss, cfg.optim, total_steps=schedule.max_steps,
+                           batches_per_epoch=schedule.batches_per_epoch)
         if zero:
             write_run_info(run_dir, {
                 "pe": pe_label(cfg.pe), "loss": cfg.loss.name, "encoder": cfg.encoder.kind, "seed": int(cfg.seed),

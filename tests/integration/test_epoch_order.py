@@ -257,3 +257,19 @@ def test_a_sigterm_before_the_first_batch_of_an_epoch_resumes_with_that_epochs_b
     assert raised, "the emulated stop did not happen"
     assert _train_rows(run) == _train_rows(full)
     assert _train_rows(run)[0] == list(range(len(_train_rows(run)[0])))
+
+
+def test_the_logs_epoch_column_is_the_epoch_of_the_data(tiny_synth_root, tmp_path, record_batches):
+    """Lightning sees one endless epoch; logs/metrics.csv's ``epoch`` is the data's, on training and
+    validation rows alike (a validation: the epoch just trained)."""
+    import csv
+
+    train(_cfg(tiny_synth_root, tmp_path / "a", "trainer.max_steps=-1", "trainer.max_epochs=3",
+               "checkpoint.every_n_train_steps=1000", "trainer.check_val_every_n_epoch=1"))
+    per_epoch = len(_by_epoch(record_batches)[0])
+    with open(tmp_path / "a" / "logs" / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    train_rows = [(int(r["step"]), float(r["epoch"])) for r in rows if r.get("train/loss")]
+    val_rows = [(int(r["step"]), float(r["epoch"])) for r in rows if r.get("val/cer")]
+    assert train_rows == [(s, s // per_epoch) for s in range(3 * per_epoch)]
+    assert val_rows == [((e + 1) * per_epoch - 1, e) for e in range(3)]

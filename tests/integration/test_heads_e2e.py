@@ -68,7 +68,7 @@ def losses_by_epoch(run_dir: Path, key: str) -> dict[int, list[float]]:
     with open(run_dir / "logs" / "metrics.csv", newline="") as f:
         for row in csv.DictReader(f):
             if row.get(key):
-                out[int(row["epoch"])].append(float(row[key]))
+                out[int(float(row["epoch"]))].append(float(row[key]))
     return dict(out)
 
 
