@@ -63,6 +63,10 @@ def step_schedule(trainer_cfg: Mapping[str, Any], batches_per_epoch: int) -> Ste
     if not ends:
         raise ConfigError("trainer.max_steps and trainer.max_epochs are both unset (-1): training would never "
                           "end; set trainer.max_steps (or trainer.max_epochs)")
+    limit = trainer_cfg.get("limit_train_batches")
+    if isinstance(limit, float) and limit != 1.0:
+        raise ConfigError(f"trainer.limit_train_batches={limit}: the training loader is an endless stream of steps "
+                          "here (no length to take a fraction of); give a number of batches, or trainer.max_steps")
     every_n_epochs = trainer_cfg.get("check_val_every_n_epoch", 1)
     interval = trainer_cfg.get("val_check_interval")
     if every_n_epochs is None:

@@ -34,3 +34,9 @@ def test_validation_every_k_epochs_is_every_k_epochs_of_batches():
 def test_a_validation_setting_that_has_no_meaning_in_steps_is_one_error(trainer):
     with pytest.raises(ConfigError, match="val_check_interval"):
         step_schedule({"max_steps": 50, **trainer}, 7)
+
+
+def test_a_fraction_of_an_endless_epoch_is_one_error():
+    with pytest.raises(ConfigError, match="limit_train_batches=0.1"):
+        step_schedule({"max_steps": 50, "limit_train_batches": 0.1}, 7)
+    step_schedule({"max_steps": 50, "limit_train_batches": 1.0}, 7)
