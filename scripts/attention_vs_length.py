@@ -40,7 +40,9 @@ def main(cfg: DictConfig) -> None:
         from asr_pe.run_folder import pe_label
 
         run_cfg, model, _, features, cmvn, ckpt = load_run(cfg.run, cfg.checkpoint)
-        sets = run_test_sets(run_cfg, cfg.data.test)
+        from asr_pe.training.data import resolve_manifests
+
+        sets = run_test_sets(run_cfg, cfg.data.test, corpus_manifests=resolve_manifests)
         edges_spec = run_cfg.get("eval", {}).get("edges") or DEFAULT_EDGES  # "doubling" or a list (older runs)
 
         def attend(utt):  # -> (seconds encoded, per-layer attention [(1, H, T, T)])

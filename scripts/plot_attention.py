@@ -29,10 +29,11 @@ def main(cfg: DictConfig) -> None:
         cropped_duration, encode_with_attention, find_utterance, run_test_sets, utterance_features,
     )
     from asr_pe.run_folder import pe_label
+    from asr_pe.training.data import resolve_manifests
 
     with friendly_errors():
         run_cfg, model, tokenizer, features, cmvn, ckpt = load_run(cfg.run, cfg.checkpoint)
-        utt = find_utterance(run_test_sets(run_cfg, cfg.data.test), str(cfg.utt))
+        utt = find_utterance(run_test_sets(run_cfg, cfg.data.test, corpus_manifests=resolve_manifests), str(cfg.utt))
         duration = cropped_duration(utt, cfg.max_seconds)
         feats = utterance_features(utt, features, cmvn, cfg.max_seconds)  # (1, T, F)
         enc, attn = encode_with_attention(model, feats)

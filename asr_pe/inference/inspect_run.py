@@ -7,6 +7,8 @@ which load a run with `asr_pe.inference.run_loading.load_run` and feed it one ut
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from omegaconf import DictConfig
 
@@ -14,17 +16,19 @@ from asr_pe.data.audio import load_audio
 from asr_pe.data.manifest import Utterance, read_manifest
 from asr_pe.errors import ConfigError
 from asr_pe.evaluation.pipeline import resolve_test_sets
-from asr_pe.training.data import resolve_manifests
 
 __all__ = ["run_test_sets", "find_utterance", "cropped_duration", "utterance_features", "encode_with_attention"]
 
 
-def run_test_sets(cfg: DictConfig, test: str | list[str] | None = None) -> dict[str, str]:
-    """The run's test sets (name -> manifest path); ``test`` overrides ``data.test`` (names or manifests)."""
+def run_test_sets(cfg: DictConfig, test: str | list[str] | None = None, *,
+                  corpus_manifests: Callable[[DictConfig], dict]) -> dict[str, str]:
+    """The run's test sets (name -> manifest path); ``test`` overrides ``data.test`` (names or manifests).
+    ``corpus_manifests`` locates the corpus (the scripts pass `asr_pe.training.data.resolve_manifests`,
+    as ``evaluate.py`` does to `asr_pe.evaluation.pipeline.evaluate_run`)."""
     data_cfg = cfg.data.copy()
     if test:
         data_cfg.test = test
-    return resolve_test_sets(data_cfg, resolve_manifests(data_cfg))
+    return resolve_test_sets(data_cfg, corpus_manifests(data_cfg))
 
 
 def find_utterance(sets: dict[str, str], utt_id: str) -> Utterance:

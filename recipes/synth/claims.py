@@ -135,14 +135,19 @@ def _uniform_s4(pe: str, sentence: str, uniform_words: str) -> list:
 
 
 def s4_attention(pe: str, set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
-    """A seed-4 model's attention statistic on one ladder set (study/attention/<pe>_ctc_s4/
-    attention_stats.csv): the mean over the set's recordings (each its mean over layers and heads)
-    with the 95 % CI resampling them, and how many recordings."""
+    """A seed-4 model's attention statistic on one ladder set: `run_attention` of ``<pe>_ctc_s4``."""
+    return run_attention(f"{pe}_ctc_s4", set_name, key)
+
+
+def run_attention(run: str, set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
+    """A model's attention statistic on one ladder set (study/attention/<run>/attention_stats.csv):
+    the mean over the set's recordings (each its mean over layers and heads) with the 95 % CI
+    resampling them, and how many recordings."""
     import csv
 
     from asr_pe.evaluation.attention_vs_length import utterance_ci
 
-    with open(ATTENTION_S4.parent / f"{pe}_ctc_s4" / "attention_stats.csv", newline="") as f:
+    with open(ATTENTION_S4.parent / run / "attention_stats.csv", newline="") as f:
         rows = [{"utt": r["utt"], key: float(r[key])} for r in csv.DictReader(f) if r["test_set"] == set_name]
     per_utt: dict[str, list[float]] = {}
     for r in rows:
