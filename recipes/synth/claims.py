@@ -630,10 +630,11 @@ CLAIMS = [
           lambda d: [*_minmax(v for pe in ("alibi", "rem") for v in trio(d, pe)),
                      *_minmax(v for pe in ("none", "learned_wrap", "cape") for v in trio(d, pe)),
                      *_minmax(ratio(d, pe) for pe in ("none", "learned_wrap", "cape"))]),
-    Claim("local shares at 160 s", "keep a large local share at every length (relative {} % [{}, {}] at 160 s, "
-          "seed 4; ALiBi {}, REM {}: seed 0, no CI)",
-          lambda d: [*_pct(s4_attention("relative", "ladder_test_gap500ms_160"))[:3], local(d, "alibi", "128-256"),
-                     local(d, "rem", "128-256")]),
+    Claim("local shares at 160 s", "keep a large local share at every length (at 160 s: relative {} % [{}, {}], "
+          "seed 4; ALiBi {} % [{}, {}], REM {} %, no CI: seed 0)",
+          lambda d: [*_pct(s4_attention("relative", "ladder_test_gap500ms_160"))[:3],
+                     *_pct(run_attention("alibi_ctc_s0", "ladder_test_gap500ms_160"))[:3],
+                     100 * local(d, "rem", "128-256")]),
     Fact("uniform attention", "`none`, CAPE, conv and learned — and sinusoidal — attend uniformly at every length",
          _attend_uniformly),
     Claim("CAPE against none",
@@ -1699,6 +1700,23 @@ ATTENTION_NOTE_CLAIMS = [
     *_uniform_s4("cape", "its mean attended distance at 160 s is {} s of {} s (a third of the recording),\nand {} % "
                  "[{}, {}] of its attention lies within ±0.5 s of the query there ({} % [{}, {}]\non the 2-4 s utterances)",
                  "uniform on long inputs as\nwell"),
+    Claim("ALiBi s0 local share and distance",
+          "{} % [{}, {}] of its attention within ±0.5 s on the "
+          "2-4 s utterances, {} % on the 20 s\nrung and still {} % [{}, {}] at 160 s, where its mean attended distance is "
+          "{} s of {} s",
+          lambda d: [*_pct(run_attention("alibi_ctc_s0", "ladder_test_alone"))[:3],
+                     100 * run_attention("alibi_ctc_s0", "ladder_test_gap500ms_20")[0],
+                     *_pct(run_attention("alibi_ctc_s0", "ladder_test_gap500ms_160"))[:3],
+                     run_attention("alibi_ctc_s0", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     run_attention("alibi_ctc_s0", "ladder_test_gap500ms_160", "duration")[0]]),
+    Fact("ALiBi s0 local at every length", "local at every length",
+         lambda d: [f"ALiBi's local share on {s} reaches down to {run_attention('alibi_ctc_s0', s)[1]:.3f}"
+                    for s in ["ladder_test_alone", *(f"ladder_test_gap500ms_{r}" for r in (*ATTENTION_RUNGS, 160))]
+                    if run_attention("alibi_ctc_s0", s)[1] < 0.4]),
+    Claim("ALiBi s0 agrees with the study table", "the study table's three seed-0 utterances said {} at 128-256 s too",
+          lambda d: [local(d, "alibi", "128-256")]),
+    Fact("ALiBi s0 is the archived run", "which reproduces the archived `study/runs/alibi_ctc_s0`\nexactly",
+         lambda d: [] if _more_pes_retrained("alibi", 0)["reproduced"] else ["alibi_ctc_s0 not reproduced"]),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
