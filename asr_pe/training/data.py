@@ -7,7 +7,6 @@ The corpus config's ``_target_`` returns ``{"train": path(s), "dev": path(s), "t
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -198,9 +197,10 @@ class ASRDataModule(L.LightningDataModule):
     def _rank(self) -> tuple[int, int]:
         return (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
 
-    def _sampler(self, durations: list[float], shuffle: bool) -> DurationBucketSampler:
+    def _sampler(self, durations: list[float], shuffle: bool, ranks: tuple[int, int] | None = None
+                 ) -> DurationBucketSampler:
         # training (shuffle): each item's SpecAugment masks from its own seed (asr_pe/data/sampler.py)
-        world, rank = self._rank()
+        world, rank = ranks or self._rank()
         return DurationBucketSampler(
             durations, self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
             shuffle=shuffle, seed=self.seed, max_batch_size=self.cfg.get("max_batch_size"),
@@ -209,7 +209,7 @@ class ASRDataModule(L.LightningDataModule):
 
     def train_batches_per_epoch(self, world_size: int) -> int:
         """Training batches one rank draws per epoch of the data when ``world_size`` ranks train."""
-        return math.ceil(self._sampler(self.train_durations, shuffle=True).total_batches / world_size)
+        return len(self._sampler(self.train_durations, shuffle=True, ranks=(world_size, 0)))  # the sampler's own count
 
     def _batches_trained(self) -> int:
         """Batches this rank has trained on: the restored step's, on a resume (the trainer's step count is
