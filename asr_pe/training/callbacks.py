@@ -2,8 +2,8 @@
 
 - `LastCheckpoint`, `BestCheckpoint`: the run's checkpoints under two fixed names (below).
 - `ApplyOptimSettings`: a resumed run trains with its config's optimiser settings.
-- `NonFiniteGuard`, `SaveOnSigterm`: a diverged or SIGTERM-stopped training ends as such
-  (`asr_pe.training.stops` turns it into an exit code).
+- `NonFiniteGuard`, `SigtermStop`: a diverged or SIGTERM-stopped training ends as such, at the
+  same step on every rank (`asr_pe.training.stops` turns it into an exit code).
 - `StepRandomState`: the random state of the training steps is in the checkpoint, so a resumed run
   trains with the weights an uninterrupted one would have.
 - `StepProgress` (`asr_pe.training.progress`): the step line instead of Lightning's per-epoch bars.
@@ -33,12 +33,12 @@ from typing import Any
 
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
-from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, LAST, checkpoint_dir, checkpoint_path
 
-from .lightning_private import as_saved_at_batch_end
+from .lightning_private import as_saved_at_batch_end, set_sigterm_stop, take_over_sigterm
 from .progress import StepProgress
 from .schedules import lr_multiplier
 from .stops import TrainingDiverged, divergence, nonfinite_limits
@@ -53,7 +53,7 @@ def run_callbacks(cfg: Mapping[str, Any], run_dir: Path) -> list[Callback]:
     ckpt_dir = checkpoint_dir(run_dir)
     callbacks = [LastCheckpoint(ckpt_dir, int(cfg["checkpoint"]["every_n_train_steps"])), BestCheckpoint(ckpt_dir),
                  ApplyOptimSettings(), NonFiniteGuard(nonfinite_limits(cfg.get("nonfinite"))),
-                 SaveOnSigterm(checkpoint_path(run_dir)), StepRandomState()]
+                 SigtermStop(checkpoint_path(run_dir)), StepRandomState()]
     # none with trainer.enable_progress_bar=false: Lightning refuses a progress bar then
     if cfg["trainer"].get("enable_progress_bar", True):
         callbacks.append(StepProgress(every_n_steps=int(cfg.get("progress_every_n_steps") or 100)))
@@ -155,14 +155,69 @@ class NonFiniteGuard(Callback):
                                    "optim.warmup_steps, or set a nonfinite.* limit to null to go on)")
 
 
-class SaveOnSigterm(Callback):
-    """On Lightning's SIGTERM stop during training, save the step reached to ``path`` (every rank
-    takes part: the stop is agreed across ranks, and saving ends in a barrier). Wherever the stop
-    came, the resumed run goes on from the saved step (`asr_pe.data.sampler.StepBatches`)."""
+class SigtermStop(Callback):
+    """A SIGTERM stops training at the same step on every rank, and that step is saved to ``path``.
+
+    Lightning 2.6's own handling is rank-local: each rank raises its ``SIGTERMException`` after the
+    batch during which the signal reached it, and rank 0's handler broadcasts from inside the signal
+    handler, whatever collective the rank is in at that moment (Lightning-AI/pytorch-lightning#20806).
+    Under DDP one rank then stopped a batch before the other, or met a broadcast where the other
+    ran a gradient all-reduce, and both waited forever (CI: 2 hangs in 5 runs of the DDP stop test).
+
+    Here Lightning's handler only notes the signal (`lightning_private.take_over_sigterm`; it still
+    passes it on to the ranks its launcher started, and still calls the handlers it chains, SLURM's
+    included), and the ranks agree whether any of them has it (one all-reduce) at points every rank
+    reaches together: the end of each training batch, the end of each validation during training,
+    and the end of training. Once they agree, Lightning's flag is set on every rank and Lightning
+    raises after the batch and the validation it triggered, where every rank is; the flag is held
+    back while a validation runs, so a validation is never cut short (it ends on every rank at once
+    only as a whole). Wherever the stop came, the resumed run goes on from the saved step
+    (`asr_pe.data.sampler.StepBatches`). A signal after the last step's agreement ends the fit
+    normally: `asr_pe.training.stops.fit_or_stop` reports it from `received`.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.saved_step: int | None = None
+        self.noted = False    # this rank received the signal
+        self.agreed = False   # the ranks agreed to stop
+
+    @property
+    def received(self) -> bool:
+        return self.noted or self.agreed
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage != "fit":
+            return
+        self.noted = self.agreed = False
+        launcher = trainer.strategy.launcher
+
+        def note(signum, frame) -> None:
+            log.info("rank %d: SIGTERM received; the ranks stop together after this batch", trainer.global_rank)
+            if not self.noted and launcher is not None:
+                launcher.kill(signum)  # the ranks this process started (DDP's launcher), as Lightning does
+            self.noted = True
+
+        take_over_sigterm(trainer, note)
+
+    def _agree(self, trainer) -> None:
+        if not self.agreed:  # every rank skips the collective together once they agreed
+            self.agreed = trainer.strategy.reduce_boolean_decision(self.noted, all=False)
+        set_sigterm_stop(trainer, self.agreed)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._agree(trainer)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
+            set_sigterm_stop(trainer, False)  # Lightning's evaluation loop would stop after its first batch
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
+            self._agree(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._agree(trainer)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if not isinstance(exception, SIGTERMException) or trainer.state.stage != RunningStage.TRAINING:

@@ -7,7 +7,10 @@ count in the config means, once the data says how many batches an epoch has (the
 before the data, to know its rank). Those are attributes of the trainer and its fit loop without a
 setter in the public API. A checkpoint saved outside a training batch (a SIGTERM stop, the end of
 the fit) is saved in the state Lightning itself saves at a batch's end (`as_saved_at_batch_end`):
-two counters of the epoch loop. The list of precision flags Lightning accepts
+two counters of the epoch loop. A SIGTERM stops every rank at the same step
+(`asr_pe.training.callbacks.SigtermStop`): Lightning's handler calls the toolkit's notifier instead
+of its own (`take_over_sigterm`), and the stop the ranks agreed on is set as Lightning's flag
+(`set_sigterm_stop`), which its loops read. The list of precision flags Lightning accepts
 (`asr_pe.training.config_checks`) comes from a private function.
 
 A Lightning release may rename or change any of them without notice, so ``pyproject.toml`` pins the
@@ -32,7 +35,9 @@ PRIVATE = {
     "lightning.pytorch.loops.fit_loop:_FitLoop": ("max_epochs", "epoch_loop"),
     "lightning.pytorch.loops.training_epoch_loop:_TrainingEpochLoop": ("max_steps", "batch_progress",
                                                                        "_batches_that_stepped", "_should_accumulate"),
-    "lightning.pytorch:Trainer": ("val_check_interval", "check_val_every_n_epoch"),
+    "lightning.pytorch:Trainer": ("val_check_interval", "check_val_every_n_epoch", "_signal_connector"),
+    "lightning.pytorch.trainer.connectors.signal_connector:_SignalConnector": ("received_sigterm",
+                                                                              "_sigterm_notifier_fn"),
     "lightning.fabric.connector:_convert_precision_to_unified_args": (),
 }
 
@@ -116,8 +121,7 @@ def count_in_steps(trainer, schedule: StepSchedule) -> None:
 
 def as_saved_at_batch_end(trainer) -> None:
     """Before a checkpoint is saved after a training batch has ended (a SIGTERM stop, raised after the
-    batch and any validation it triggered, or at the next batch's start under DDP; the end of the
-    fit): put the epoch loop back in the state Lightning saves from ``on_train_batch_end`` (that
+    batch and any validation it triggered; the end of the fit): put the epoch loop back in the state Lightning saves from ``on_train_batch_end`` (that
     batch not yet counted as completed, the logging step not yet advanced), the state its own
     step checkpoints resume from. Saved as it stood, a stop after a batch that validated resumed
     as "saved at the validation's end" and advanced the logging step once more: every later row of
@@ -131,3 +135,19 @@ def as_saved_at_batch_end(trainer) -> None:
         batches.current.completed -= 1
     if not loop._should_accumulate():  # that batch stepped: Lightning adds the step back when it resumes
         loop._batches_that_stepped -= 1
+
+
+def take_over_sigterm(trainer, note) -> None:
+    """Lightning's SIGTERM handler calls ``note(signum, frame)`` in place of its own notifier, which
+    sets a rank-local flag and broadcasts from inside the signal handler (`SigtermStop` says why that
+    hangs DDP). Lightning still installs the handler when the fit starts, with the handlers it
+    chains (SLURM's requeue bypass, a handler the process had before), and restores the previous
+    ones when the fit ends. Call before the fit starts (a callback's ``setup``)."""
+    trainer._signal_connector._sigterm_notifier_fn = note
+
+
+def set_sigterm_stop(trainer, stop: bool) -> None:
+    """Set (or hold back) the flag Lightning's loops stop on: set, the training loop raises its
+    ``SIGTERMException`` after the current batch and its validation, and the evaluation loop after
+    its current batch. Every rank must set the same value at the same point."""
+    trainer._signal_connector.received_sigterm = bool(stop)

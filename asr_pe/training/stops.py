@@ -3,12 +3,11 @@
 Two ways a ``trainer.fit`` ends early, each turned into a `TrainingStopped` error that ``train.py``
 reports in one line with its own exit code, before any evaluation and without ``eval/done.json``:
 
-* SIGTERM (what a cluster sends before it kills or preempts a job). Lightning 2.6 notes the signal
-  (``trainer.received_sigterm``), finishes the current step, and raises ``SIGTERMException`` (a
-  ``SystemExit`` without a code, so the process would exit 0 and a recipe would go on to evaluate a
-  half-trained model). `asr_pe.training.callbacks.SaveOnSigterm` writes ``last.ckpt`` of the step reached (only from the
-  training stage: a fit stopped in the middle of a validation keeps the previous ``last.ckpt``),
-  and `fit_or_stop` raises `TrainingInterrupted` (exit 143 = 128 + SIGTERM, what a shell reports
+* SIGTERM (what a cluster sends before it kills or preempts a job). The ranks agree on the stop
+  (`asr_pe.training.callbacks.SigtermStop`), finish the current step and its validation, and
+  Lightning raises ``SIGTERMException`` on each (a ``SystemExit`` without a code, so the process
+  would exit 0 and a recipe would go on to evaluate a half-trained model). `SigtermStop` writes
+  ``last.ckpt`` of the step reached (only from the training stage), and `fit_or_stop` raises `TrainingInterrupted` (exit 143 = 128 + SIGTERM, what a shell reports
   for a process killed by it). A signal that arrives after the last step (``fit`` then returns
   normally) is reported the same way: the job is being stopped, the evaluation is left to the
   resumed run. Under SLURM nothing else changes: a requeued job resumes from ``last.ckpt``.
@@ -111,8 +110,8 @@ def sigterm_stops(message: str):
 
 
 def _what_was_saved(saver) -> str:
-    """What a resume continues from, as it is on disk: a stop inside a validation saves nothing, and
-    before the first step checkpoint there is nothing to continue (the old message promised one)."""
+    """What a resume continues from, as it is on disk. A stop outside the training stage saves
+    nothing, and before the first step checkpoint there is nothing to continue."""
     if saver is None:
         return "no checkpoint saved by this stop"
     if saver.saved_step is not None:
@@ -121,22 +120,21 @@ def _what_was_saved(saver) -> str:
 
     step = checkpoint_step(saver.path) if saver.path.is_file() else None
     if step is None:
-        return ("it came during a validation before the first step checkpoint: nothing saved, a resume "
-                "starts again from step 0")
-    return f"it came during a validation: the last step checkpoint, step {step}, is kept"
+        return "nothing saved, a resume starts again from step 0"
+    return f"the last step checkpoint, step {step}, is kept"
 
 
 def fit_or_stop(trainer, module, **fit_kwargs) -> None:
     """``trainer.fit``, with a SIGTERM stop raised as `TrainingInterrupted` (see the module docstring)."""
-    from .callbacks import SaveOnSigterm
+    from .callbacks import SigtermStop
 
-    saver = next((c for c in trainer.callbacks if isinstance(c, SaveOnSigterm)), None)
+    saver = next((c for c in trainer.callbacks if isinstance(c, SigtermStop)), None)
     try:
         trainer.fit(module, **fit_kwargs)
     except SIGTERMException:
         saved = _what_was_saved(saver)
         raise TrainingInterrupted(f"training stopped by SIGTERM at step {trainer.global_step} ({saved}); not "
                                   "evaluated, the run is not marked done: resume it with resume=auto") from None
-    if trainer.received_sigterm:
+    if saver is not None and saver.received:
         raise TrainingInterrupted(f"SIGTERM received as training ended (step {trainer.global_step}); not "
                                   "evaluated, the run is not marked done: resume it with resume=auto to evaluate it")

@@ -20,7 +20,7 @@ from asr_pe.errors import ConfigError, UserError
 from asr_pe.run_folder import RUN_CONTENT
 from asr_pe.training.config_checks import check_added_keys
 from asr_pe.training.run_dir import ResumeConflict, check_resume_compatible
-from asr_pe.training.callbacks import SaveOnSigterm
+from asr_pe.training.callbacks import SigtermStop
 from asr_pe.training.stops import TrainingInterrupted, _what_was_saved, sigterm_stops
 
 from tiny_run import NO_DATA, ROOT, TINY
@@ -77,7 +77,7 @@ def test_a_first_start_that_fails_before_training_leaves_the_folder_as_it_found_
 
 
 def test_a_stop_says_what_a_resume_continues_from(tmp_path):
-    saver = SaveOnSigterm(tmp_path / "last.ckpt")
+    saver = SigtermStop(tmp_path / "last.ckpt")
     assert "nothing saved, a resume starts again from step 0" in _what_was_saved(saver)
     torch.save({"global_step": 40}, tmp_path / "last.ckpt")
     assert "the last step checkpoint, step 40, is kept" in _what_was_saved(saver)
