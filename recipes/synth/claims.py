@@ -1093,14 +1093,15 @@ def _more_pes_chose_window(d, runs=(("shaw", 0), ("t5", 0))) -> list[str]:
     return [f"{pe} seed {s}: lowest dev CER {c}" for (pe, s), c in chosen.items() if c != "window:2.5"]
 
 
-def _more_pes(d, pe, seed):
-    """A more_pes run's README numbers: its dev CER per candidate, test CER chosen (window:2.5) and
-    plain, the plain ratios at every rung with the 160 s CI, the windowed 160 s cell."""
+def _more_pes(d, pe, seed, chosen="window:2.5"):
+    """A more_pes run's README numbers: its dev CER per candidate, test CER chosen and plain, the
+    plain ratios at every rung with the 160 s CI, the chosen decoding's 160 s cell."""
     path = (str(LM / f"{pe}_ctc_s{seed}"),)
     dev = _more_pes_dev(d, pe, seed)
+    assert min(dev, key=dev.get) == chosen, f"{pe} seed {seed}: the lowest dev CER is not {chosen}'s: {dev}"
     from asr_pe.evaluation.ladder_report import whole_rate
-    test = [whole_rate(d.ladder_run(path[0], s), variant=NOGAP) for s in ("_window2p5", "")]
-    plain, window = d.ladder(path, GAP, 160), d.ladder(path, GAP, 160, "_window2p5")
+    test = [whole_rate(d.ladder_run(path[0], s), variant=NOGAP) for s in (SUFFIX[chosen], "")]
+    plain, window = d.ladder(path, GAP, 160), d.ladder(path, GAP, 160, SUFFIX[chosen])
     return [*dev.values(), *test, *[d.ladder(path, GAP, r).ratio for r in RUNGS], plain.ci_low, plain.ci_high,
             window.ratio, window.ci_low, window.ci_high]
 
@@ -1111,6 +1112,28 @@ def _flat_from_40s(values):
     ratios = values[8:14]  # 5 ... 160 s
     assert all(round(r, 1) == 1.1 for r in ratios[3:]), f"40-160 s ratios {ratios[3:]}"
     return values
+
+
+def _rises_then_holds(values):
+    """`_more_pes`'s values, checked that the plain ratios from 20 s on all round to 1.1 ("rises to
+    about 1.1x by 20 s and holds")."""
+    ratios = values[8:14]  # 5 ... 160 s
+    assert all(round(r, 1) == 1.1 for r in ratios[2:]), f"20-160 s ratios {ratios[2:]}"
+    return values
+
+
+def _grows_at_every_doubling(values):
+    """`_more_pes`'s values, checked that the plain ratio rises at every rung."""
+    ratios = values[8:14]
+    assert all(b > a for a, b in zip(ratios, ratios[1:])), f"ratios {ratios}"
+    return values
+
+
+def _tie_margin(dev) -> float:
+    """How far below the next candidate the chosen (lowest) dev CER is, rounded up to 0.01 points."""
+    low, second = sorted(dev)[:2]
+    assert second - low < 0.01, f"not a tie: {low} and {second}"
+    return 0.01
 
 
 def _more_pes_retrained(pe, seed):
@@ -1141,6 +1164,20 @@ LADDER_NOTE_CLAIMS = [
           "Its ratio rises to about 1.1× and stays there, {}, {}, {}, {}, {}, {}× (160 s:\n[{}, {}]), "
           "and window:2.5 leaves it at {}× [{}, {}] at 160 s",
           lambda d: _flat_from_40s(_more_pes(d, "alibi", 0))),
+    Fact("ladder more_pes: REM seed 0 reproduced", "REM seed 0, retrained, reproduces its archived run exactly as well",
+         lambda d: [] if _more_pes_retrained("rem", 0)["reproduced"] else ["rem_ctc_s0 not reproduced"]),
+    Claim("ladder more_pes: REM seed 0",
+          "plain {}, window:2.5 {}, window:5 {}, window:10 {}, logit_scale {}, **chunked:20:4\n{}** "
+          "(lowest by less than {} points: a tie with the windows); test {} against {} %. Its\n"
+          "ratio rises to about 1.1× by 20 s and holds, {}, {}, {}, {}, {}, {}× (160 s: [{},\n{}]), "
+          "and chunked:20:4 leaves it at {}× [{}, {}] at 160 s",
+          lambda d: (lambda v: [*v[:6], _tie_margin(v[:6]), *v[6:]])(_rises_then_holds(_more_pes(d, "rem", 0, "chunked:20:4")))),
+    Claim("ladder opening: Shaw and T5 grow",
+          "Shaw and T5 grow at every\ndoubling ({}× and {}× at 160 s)",
+          lambda d: [_grows_at_every_doubling(_more_pes(d, pe, 0))[13] for pe in ("shaw", "t5")]),
+    Fact("ladder opening: ALiBi and REM hold", "ALiBi and REM rise to about 1.1× and hold",
+         lambda d: [] if (_flat_from_40s(_more_pes(d, "alibi", 0)) and
+                          _rises_then_holds(_more_pes(d, "rem", 0, "chunked:20:4"))) else ["no values"]),
     Claim("ladder seed 4: none", "exactly (every test and long-form hypothesis, best step {}; `seed4/retrained.jsonl`); "
           "dev: plain {}, **window:2.5 {}**; test {} against {} %. On the test ladder its ratio is {}-{}× with gaps "
           "(seed 4 alone); over seeds 2-4, `none` is at {}× [{}, {}] at 160 s",
