@@ -64,3 +64,20 @@ def test_the_script_decodes_a_hop_ladder(run, tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate_rates.py"), f"run={run}", "axis=speed"],
                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_run_hop_ms_reads_the_config_once_per_version_of_the_file(tmp_path):
+    from asr_pe.evaluation.rate_ladder import run_hop_ms
+    from asr_pe.errors import UserError
+
+    config = tmp_path / "config.yaml"
+    config.write_text("data:\n  features:\n    frame_shift_ms: 10.0\n")
+    assert run_hop_ms(tmp_path) == 10.0
+    config.write_text("data:\n  features:\n    frame_shift_ms: 12.5\n")   # another size: read again
+    assert run_hop_ms(tmp_path) == 12.5
+    config.write_text("data:\n  features:\n    frame_shift_ms: 11.5\n")   # the same size
+    os.utime(config, ns=(1, 1))                                            # another mtime
+    assert run_hop_ms(tmp_path) == 11.5
+    config.unlink()
+    with pytest.raises((UserError, FileNotFoundError), match="not a run directory"):
+        run_hop_ms(tmp_path)
