@@ -34,4 +34,9 @@ class FolderTakenError(UserError, FileExistsError):
     """A folder already holds something this command must not overwrite."""
 
 
-__all__ = ["ConfigError", "FolderTakenError", "MissingFileError", "UserError"]
+class NotDistributions(UserError, ValueError):
+    """Attention weights (or statistics of them) whose rows are not probability distributions, such
+    as REM's softmax mixed with its signed recurrence matrix: a share or a distance of them means nothing."""
+
+
+__all__ = ["ConfigError", "FolderTakenError", "MissingFileError", "NotDistributions", "UserError"]

@@ -20,6 +20,8 @@ import math
 
 import torch
 
+from asr_pe.errors import NotDistributions
+
 __all__ = ["STAT_KEYS", "attention_stats"]
 
 STAT_KEYS = ("mean_distance_s", "entropy", "norm_entropy", "local_mass")
@@ -37,6 +39,13 @@ def attention_stats(weights: torch.Tensor, frame_shift_s: float, local_s: float 
     assert frame_shift_s > 0, f"frame_shift_s must be > 0, got {frame_shift_s}"
     n_heads, T, _ = weights.shape
     w = weights.double()
+    sums_per_row = w.sum(dim=-1)
+    if w.min() < -1e-6 or (sums_per_row - 1).abs().max() > 1e-3:
+        raise NotDistributions(
+            f"attention weights that are not distributions (smallest weight {w.min():.3g}, row sums "
+            f"{sums_per_row.min():.3g} to {sums_per_row.max():.3g}): distance, entropy and local share are "
+            "defined for attention probabilities (REM mixes the softmax with a signed, unnormalised recurrence "
+            "matrix)")
     keys = torch.arange(T, dtype=torch.float64)
     sums = {k: torch.zeros(n_heads, dtype=torch.float64) for k in ("distance", "entropy", "local")}
     for start in range(0, T, query_block):

@@ -42,7 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from asr_pe.errors import MissingFileError
+from asr_pe.errors import MissingFileError, NotDistributions
 from asr_pe.evaluation.buckets import read_bucket_csv
 from asr_pe.evaluation.length_ratio import difference_ci, length_ratio_ci
 from asr_pe.results_table import locate
@@ -146,7 +146,8 @@ def accuracy_table(paths: Iterable[str | os.PathLike], *, short_set: str, long_s
 
 
 def read_attention_stats(run_dir: Path) -> dict[str, dict[str, float]]:
-    """bucket -> mean distance (s), mean distance / duration, local share, over the run's rows."""
+    """bucket -> mean distance (s), mean distance / duration, local share, over the run's rows
+    (`NotDistributions` when a row's share lies outside [0, 1])."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
     path = locate(Path(run_dir) / ATTENTION_CSV)
     with open(path, newline="") as f:
@@ -155,6 +156,9 @@ def read_attention_stats(run_dir: Path) -> dict[str, dict[str, float]]:
                 dist, dur, local = float(row["mean_distance_s"]), float(row["duration"]), float(row["local_mass"])
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"{path}:{line_no}: bad attention_stats row ({e})") from None
+            if not -1e-6 <= local <= 1 + 1e-6:
+                raise NotDistributions(f"{path}:{line_no}: a share of attention of {local:.3f}: the weights of "
+                                       "layer {layer}, head {head} are not distributions".format(**row))
             acc = sums[row["bucket"]]
             acc[0] += dist
             acc[1] += dist / dur
@@ -172,14 +176,22 @@ def _distance_cell(seconds: float, fraction: float) -> str:
 def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str],
                     bucket_names: Sequence[str] | None = None) -> str:
     """Markdown table of attended distance and local share per bucket; rows by distance in the
-    first bucket. Runs of one label (seeds) are averaged. Runs without attention stats are left out."""
+    first bucket. Runs of one label (seeds) are averaged. Runs without attention stats are left out,
+    and so are runs whose statistics are not of distributions (named under the table)."""
     names = list(bucket_names or [f"{b} s" for b in buckets])
     if len(names) != len(buckets):
         raise ValueError(f"{len(names)} bucket names for {len(buckets)} buckets")
     per_label: dict[str, list[dict]] = defaultdict(list)
+    left_out: dict[str, str] = {}
     for run_dir in find_run_dirs(paths):
         if (run_dir / ATTENTION_CSV).is_file():
-            per_label[run_label(read_run_info(run_dir))].append(read_attention_stats(run_dir))
+            label = run_label(read_run_info(run_dir))
+            try:
+                stats = read_attention_stats(run_dir)
+            except NotDistributions as e:
+                left_out.setdefault(label.removesuffix("/ctc"), str(e).split(": ", 1)[1])
+                continue
+            per_label[label].append(stats)
     if not per_label:
         raise MissingFileError(f"no run under the given paths has {ATTENTION_CSV}")
 
@@ -194,6 +206,8 @@ def attention_table(paths: Iterable[str | os.PathLike], *, buckets: Sequence[str
         row += [_distance_cell(mean(label, b, "distance_s"), mean(label, b, "distance_frac")) for b in buckets]
         row += [format_value(mean(label, b, "local"), 2) for b in buckets]
         lines.append("| " + " | ".join(row) + " |")
+    if left_out:
+        lines += ["", "Left out: " + "; ".join(f"{label} ({why})" for label, why in sorted(left_out.items()))]
     return "\n".join(lines) + "\n"
 
 

@@ -69,11 +69,13 @@ def plain_value(axis: str) -> float:
     return PLAIN[axis]
 
 
-def set_dir(pe: str, test_set: str, axis: str, value: float) -> Path:
-    """The archived eval folder of ``pe`` at one rung (the plain rung is the plain eval/<set>)."""
-    if run_hop_ms(run(pe)) != PLAIN["hop_ms"]:
-        raise ValueError(f"{run(pe)}: hop {run_hop_ms(run(pe))} ms, the README's tables assume {PLAIN['hop_ms']}")
-    return result_dir(run(pe), test_set, rung_rate(axis, value, run_hop_ms(run(pe))).suffix)
+def set_dir(pe: str | Path, test_set: str, axis: str, value: float) -> Path:
+    """The archived eval folder of ``pe`` (a PE of this README, or any archived run's folder) at
+    one rung (the plain rung is the plain eval/<set>)."""
+    folder = run(pe) if isinstance(pe, str) else pe
+    if run_hop_ms(folder) != PLAIN["hop_ms"]:
+        raise ValueError(f"{folder}: hop {run_hop_ms(folder)} ms, the README's tables assume {PLAIN['hop_ms']}")
+    return result_dir(folder, test_set, rung_rate(axis, value, run_hop_ms(folder)).suffix)
 
 
 @lru_cache(maxsize=None)
@@ -108,7 +110,7 @@ def difference(a: str, b: str, test_set: str, axis: str, value: float, metric: s
     return d
 
 
-def _in_context(pe: str, test_set: str, axis: str, value: float) -> InContextResult:
+def _in_context(pe: str | Path, test_set: str, axis: str, value: float) -> InContextResult:
     """The rung against the plain rung as an in-context result (whole: the rung; alone: plain)."""
     rung = {r["id"]: r for r in read_records(set_dir(pe, test_set, axis, value) / PER_UTT)}
     plain = {r["id"]: r for r in read_records(set_dir(pe, test_set, axis, plain_value(axis)) / PER_UTT)}
@@ -122,9 +124,10 @@ def _in_context(pe: str, test_set: str, axis: str, value: float) -> InContextRes
 
 
 @lru_cache(maxsize=None)
-def ratio_difference(a: str, b: str, test_set: str, axis: str, value: float, metric: str = "wer"
+def ratio_difference(a: str | Path, b: str | Path, test_set: str, axis: str, value: float, metric: str = "wer"
                      ) -> tuple[float, float, float]:
-    """A's ratio to its plain rung minus B's, with the paired 95 % bootstrap CI over utterances."""
+    """A's ratio to its plain rung minus B's, with the paired 95 % bootstrap CI over utterances (A, B:
+    PEs of this README or archived run folders)."""
     return paired_ratio_difference([_in_context(a, test_set, axis, value)], [_in_context(b, test_set, axis, value)],
                                    metric=metric, n_boot=N_BOOT)
 

@@ -53,3 +53,22 @@ def test_rejects_batched_or_non_square_weights():
         attention_stats(torch.rand(1, 2, 5, 5), SHIFT)
     with pytest.raises(AssertionError, match="one utterance"):
         attention_stats(torch.rand(2, 5, 4), SHIFT)
+
+
+def test_weights_that_are_not_distributions_are_refused():
+    """REM's diagnostic weights, (1 − σ)·softmax + σ·P with P signed and unnormalised, have no
+    share, distance or entropy: refused instead of summarised into numbers that look like shares."""
+    from asr_pe.errors import NotDistributions
+    from asr_pe.models.positional.rem import REMPE
+
+    torch.manual_seed(0)
+    T = 40
+    softmax = torch.softmax(torch.randn(1, 4, T, T), dim=-1)
+    attention_stats(softmax[0], 0.04)                                       # probabilities: fine
+    rem = REMPE(d_model=16, n_heads=4)
+    pos = torch.arange(T)
+    mixed = rem.mix_weights(softmax, pos, pos, None)
+    with pytest.raises(NotDistributions, match="not distributions"):
+        attention_stats(mixed[0], 0.04)
+    with pytest.raises(NotDistributions):
+        attention_stats(softmax[0] * 1.01, 0.04)                            # rows summing to 1.01

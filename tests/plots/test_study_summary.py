@@ -243,3 +243,14 @@ def test_remedy_table_has_a_row_per_pe_and_remedy_with_ratio_and_cost(study):
     assert rows[("rope", "posscale:1-32")][3].startswith("9.0") and rows[("rope", "posscale:1-32")][7] == "+1.0"
     assert rows[("rope", "(none)")][7] == "+0.0"
     assert rows[("rope", "chunked:20")][5].startswith("9.5")
+
+
+def test_a_run_whose_attention_shares_are_not_distributions_is_left_out_and_named(study):
+    # REM's archived statistics were of its mixed weights (softmax plus a signed recurrence matrix):
+    # shares of -0.07 and 2.03 in one run; its means looked like a local share of 0.78
+    path = study / "none_ctc_s0" / "attention_stats" / "attention_stats.csv"
+    path.write_text(path.read_text() + "test,2-4,u9,3.0,10,1,2,1.0,1.0,0.5,2.025\n")
+    table = attention_table([study], buckets=["2-4", "32-64"])
+    assert list(_rows(table.split("\n\n")[0])) == ["rope"]
+    assert table.rstrip().endswith("Left out: none (a share of attention of 2.025: the weights of layer 1, head 2 "
+                                   "are not distributions)")

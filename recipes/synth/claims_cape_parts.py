@@ -1,0 +1,143 @@
+"""Every number of recipes/synth/study/cape_parts/README.md (issue 45 point 4: what each part of
+CAPE does), computed from the archived runs: the arms in study/cape_parts/<arm>/, full CAPE,
+`none` and sinusoidal of seed 4 in study/ladder/seed4/ (length) and study/rate/ (tempo).
+
+Same machinery as recipes/synth/claims.py, which adds `CAPE_PARTS_DOCUMENTS` to its DOCUMENTS and
+passes its `StudyData`: the length ladder's cells and paired differences come from
+`StudyData.ladder` / `StudyData.ladder_difference` (recordings resampled), the tempo ratios and
+their paired differences from claims_rate.py's readers (utterances resampled). One seed per
+model: every CI is over the test audio for that model.
+"""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+from asr_pe.plots.rate_ladder import rate_ladder
+from asr_pe.plots.results_claims import Claim, Fact
+
+STUDY = Path(__file__).resolve().parent / "study"
+README = STUDY / "cape_parts" / "README.md"
+ARMS = ("cape_shift_only", "cape_scale_only", "cape_local_only", "cape_shift60")
+BASELINES = ("cape", "none", "sinusoidal")
+ROWS = ("cape", "cape_shift_only", "cape_scale_only", "cape_local_only", "cape_shift60", "none", "sinusoidal")
+NAME = {"cape": "full CAPE", "cape_shift_only": "global shift only", "cape_scale_only": "global scaling only",
+        "cape_local_only": "local shift only", "cape_shift60": "60 s global shift", "none": "`none`",
+        "sinusoidal": "sinusoidal"}
+RUNGS = (5, 10, 20, 40, 80, 160)
+GAP = "gap500ms"
+SHORT = "ladder_test_alone"
+TEMPI = (0.8, 0.9, 1.1, 1.2, 1.3)
+_RATE = runpy.run_path(str(Path(__file__).resolve().parent / "claims_rate.py"))
+
+
+def ladder_run(model: str) -> Path:
+    """The run whose length-ladder decodings are archived for ``model`` (an arm or a baseline)."""
+    return STUDY / "cape_parts" / model / "cape_ctc_s4" if model in ARMS else STUDY / "ladder" / "seed4" / f"{model}_ctc_s4"
+
+
+def rate_run(model: str) -> Path:
+    """The run whose tempo decodings of the short pool are archived for ``model``."""
+    return STUDY / "cape_parts" / model / "cape_ctc_s4" if model in ARMS else STUDY / "rate" / f"{model}_ctc_s4"
+
+
+def cell(d, model, rung=160):
+    return d.ladder((str(ladder_run(model)),), GAP, rung)
+
+
+def vs_cape(d, model) -> list[float]:
+    """``model``'s 160 s ratio minus full CAPE's, paired over the recordings, with its CI."""
+    return list(d.ladder_difference((str(ladder_run(model)),), (str(ladder_run("cape")),), GAP, 160))
+
+
+def tempo_ratios(model: str) -> dict[float, float]:
+    """CER at each tempo of the short pool over the CER as recorded."""
+    (lad,) = rate_ladder([str(rate_run(model))], SHORT, axis="tempo", n_boot=10)  # point ratios only
+    return {v: r.ratio for v, r in lad.rungs["cer"].items()}
+
+
+def tempo_vs(model: str, other: str, tempo: float) -> list[float]:
+    """``model``'s tempo ratio minus ``other``'s, CER, paired over the utterances, with its CI."""
+    return list(_RATE["ratio_difference"](rate_run(model), rate_run(other), SHORT, "tempo", tempo, "cer"))
+
+
+def _grows(d, model) -> list[str]:
+    ratios = [cell(d, model, r).ratio for r in RUNGS]
+    return [] if all(b > a for a, b in zip(ratios, ratios[1:])) else [f"{model}: {ratios}"]
+
+
+def _length_table(d) -> list[float]:
+    return [v for m in ROWS for c in [cell(d, m)] for v in
+            [*[cell(d, m, r).ratio for r in RUNGS], c.ci_low, c.ci_high, c.alone]]
+
+
+def _tempo_table(d) -> list[float]:
+    return [tempo_ratios(m)[t] for m in ROWS for t in TEMPI]
+
+
+def _includes_zero(pairs) -> list[str]:
+    return [f"{a} vs {b} at tempo {t:g}: {x}" for a, b, t in pairs for x in [tempo_vs(a, b, t)] if not x[1] <= 0 <= x[2]]
+
+
+LENGTH_HEADER = ("| model | 5 s | 10 s | 20 s | 40 s | 80 s | 160 s | 160 s CI | CER alone (%) |\n"
+                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+TEMPO_HEADER = "| model | 0.8 | 0.9 | 1.1 | 1.2 | 1.3 |\n| --- | ---: | ---: | ---: | ---: | ---: |\n"
+
+CAPE_PARTS_CLAIMS = [
+    Claim("opening: shift only like full CAPE",
+          "With the global shift alone CAPE degrades like full CAPE (in-context ratio {}× against {}× at\n160 s, "
+          "paired difference {} [{}, {}])",
+          lambda d: [cell(d, "cape_shift_only").ratio, cell(d, "cape").ratio, *vs_cape(d, "cape_shift_only")]),
+    Claim("opening: without the shift",
+          "the ratio grows at every doubling almost as sinusoidal's does ({}× and {}×\nagainst {}×; {} [{}, {}] "
+          "and {} [{}, {}] above full CAPE)",
+          lambda d: [cell(d, "cape_scale_only").ratio, cell(d, "cape_local_only").ratio, cell(d, "sinusoidal").ratio,
+                     *vs_cape(d, "cape_scale_only"), *vs_cape(d, "cape_local_only")]),
+    Fact("scaling only and local only grow at every doubling", "the ratio grows at every doubling",
+         lambda d: _grows(d, "cape_scale_only") + _grows(d, "cape_local_only")),
+    Claim("opening: 60 s shift", "The paper's 60 s\nshift is no different from the default 30 s ({}×, {} [{}, {}])",
+          lambda d: [cell(d, "cape_shift60").ratio, *vs_cape(d, "cape_shift60")]),
+    Fact("60 s shift: CI includes 0", "no different from the default 30 s",
+         lambda d: [] if vs_cape(d, "cape_shift60")[1] <= 0 <= vs_cape(d, "cape_shift60")[2] else ["CI excludes 0"]),
+    Claim("opening: rate",
+          "at tempo 1.3 on the short pool every arm's CER is {}-{}× its value as\nrecorded, against {}× for `none` and "
+          "{}× for full CAPE; global scaling alone, the part meant\nfor it, degrades more than full CAPE there ({} [{}, {}])",
+          lambda d: [min(tempo_ratios(a)[1.3] for a in ARMS), max(tempo_ratios(a)[1.3] for a in ARMS),
+                     tempo_ratios("none")[1.3], tempo_ratios("cape")[1.3], *tempo_vs("cape_scale_only", "cape", 1.3)]),
+    Fact("no part buys rate robustness (every arm within none's CI at 1.3)", "On the rate axis no\npart buys robustness",
+         lambda d: _includes_zero([(a, "none", 1.3) for a in ARMS])),
+    Claim("length table", LENGTH_HEADER + "\n".join(
+        f"| {NAME[m]} | {{}} | {{}} | {{}} | {{}} | {{}} | {{}} | [{{}}, {{}}] | {{}} |" for m in ROWS), _length_table),
+    Claim("length: paired differences at 160 s",
+          "each model's ratio minus full CAPE's: global shift only\n{} [{}, {}], global scaling only {} [{}, {}], "
+          "local shift only {} [{}, {}], 60 s shift {} [{}, {}], `none` {} [{}, {}], sinusoidal {} [{},\n{}]",
+          lambda d: [v for m in ("cape_shift_only", "cape_scale_only", "cape_local_only", "cape_shift60", "none",
+                                 "sinusoidal") for v in vs_cape(d, m)]),
+    Claim("short pool size", "the short pool (`ladder_test_alone`, {} utterances of {}-{} s)",
+          lambda d: _short_pool()),
+    Claim("tempo table", TEMPO_HEADER + "\n".join(
+        f"| {NAME[m]} | {{}} | {{}} | {{}} | {{}} | {{}} |" for m in ROWS), _tempo_table),
+    Claim("tempo 1.3: arms minus none",
+          "each arm's ratio minus `none`'s: global shift only\n{} [{}, {}], global scaling only {} [{}, {}], "
+          "local shift only {} [{}, {}], 60 s shift {} [{}, {}]",
+          lambda d: [v for a in ARMS for v in tempo_vs(a, "none", 1.3)]),
+    Fact("tempo 1.3: every CI against none includes 0", "(every CI includes 0)",
+         lambda d: _includes_zero([(a, "none", 1.3) for a in ARMS])),
+    Claim("tempo 1.3: scaling only minus full CAPE", "minus full CAPE's: global scaling\nonly {} [{}, {}]",
+          lambda d: tempo_vs("cape_scale_only", "cape", 1.3)),
+    Fact("tempo 1.3: the others within 0.02 of full CAPE", "the others within ±0.02 with CIs that include 0",
+         lambda d: [f"{a}: {x}" for a in ("cape_shift_only", "cape_local_only", "cape_shift60")
+                    for x in [tempo_vs(a, "cape", 1.3)] if abs(x[0]) > 0.02 or not x[1] <= 0 <= x[2]]),
+    Fact("tempo 0.8: every arm within both CIs", "At tempo 0.8 every\narm is within the paired CI of both `none` and full CAPE",
+         lambda d: _includes_zero([(a, b, 0.8) for a in ARMS for b in ("none", "cape")])),
+]
+CAPE_PARTS_DOCUMENTS = {README: CAPE_PARTS_CLAIMS}
+
+
+def _short_pool() -> list[float]:
+    from asr_pe.evaluation.in_context import read_records
+    from asr_pe.run_folder import PER_UTT
+    rows = read_records(_RATE["set_dir"](rate_run("none"), SHORT, "tempo", 1.0) / PER_UTT)
+    durations = [float(r["duration"]) for r in rows]
+    return [len(rows), min(durations), max(durations)]
