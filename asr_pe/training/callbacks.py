@@ -162,7 +162,8 @@ class SigtermStop(Callback):
     batch during which the signal reached it, and rank 0's handler broadcasts from inside the signal
     handler, whatever collective the rank is in at that moment (Lightning-AI/pytorch-lightning#20806).
     Under DDP one rank then stopped a batch before the other, or met a broadcast where the other
-    ran a gradient all-reduce, and both waited forever (CI: 2 hangs in 5 runs of the DDP stop test).
+    ran a gradient all-reduce, and both waited forever (the DDP stop test hung in 2 runs of 5 under
+    load, and in every run when only rank 1 was signalled).
 
     Here Lightning's handler only notes the signal (`lightning_private.take_over_sigterm`; it still
     passes it on to the ranks its launcher started, and still calls the handlers it chains, SLURM's
@@ -170,8 +171,7 @@ class SigtermStop(Callback):
     reaches together: the end of each training batch, the end of each validation during training,
     and the end of training. Once they agree, Lightning's flag is set on every rank and Lightning
     raises after the batch and the validation it triggered, where every rank is; the flag is held
-    back while a validation runs, so a validation is never cut short (it ends on every rank at once
-    only as a whole). Wherever the stop came, the resumed run goes on from the saved step
+    back while a validation runs, so a validation is never cut short. Wherever the stop came, the resumed run goes on from the saved step
     (`asr_pe.data.sampler.StepBatches`). A signal after the last step's agreement ends the fit
     normally: `asr_pe.training.stops.fit_or_stop` reports it from `received`.
     """
