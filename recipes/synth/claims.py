@@ -1117,20 +1117,18 @@ def _more_pes(d, pe, seed, chosen="window:2.5"):
             window.ratio, window.ci_low, window.ci_high]
 
 
-def _flat_from_40s(values):
-    """`_more_pes`'s values, checked that the plain ratios at 40, 80 and 160 s all round to 1.1
-    ("rises to about 1.1x and stays there")."""
-    ratios = values[8:14]  # 5 ... 160 s
-    assert all(round(r, 1) == 1.1 for r in ratios[3:]), f"40-160 s ratios {ratios[3:]}"
-    return values
+def _about_1p1_from(rung):
+    """A check of `_more_pes`'s values: the plain ratios from ``rung`` s on all round to 1.1 ("rises
+    to about 1.1x and holds")."""
+    def check(values):
+        ratios = values[8:14]  # 5 ... 160 s
+        tail = ratios[RUNGS.index(rung):]
+        assert all(round(r, 1) == 1.1 for r in tail), f"ratios from {rung} s: {tail}"
+        return values
+    return check
 
 
-def _rises_then_holds(values):
-    """`_more_pes`'s values, checked that the plain ratios from 20 s on all round to 1.1 ("rises to
-    about 1.1x by 20 s and holds")."""
-    ratios = values[8:14]  # 5 ... 160 s
-    assert all(round(r, 1) == 1.1 for r in ratios[2:]), f"20-160 s ratios {ratios[2:]}"
-    return values
+_flat_from_40s, _rises_then_holds = _about_1p1_from(40), _about_1p1_from(20)
 
 
 def _grows_at_every_doubling(values):

@@ -12,6 +12,7 @@ model: every CI is over the test audio for that model.
 from __future__ import annotations
 
 import runpy
+from functools import lru_cache
 from pathlib import Path
 
 from asr_pe.plots.rate_ladder import rate_ladder
@@ -51,6 +52,7 @@ def vs_cape(d, model) -> list[float]:
     return list(d.ladder_difference((str(ladder_run(model)),), (str(ladder_run("cape")),), GAP, 160))
 
 
+@lru_cache(maxsize=None)
 def tempo_ratios(model: str) -> dict[float, float]:
     """CER at each tempo of the short pool over the CER as recorded."""
     (lad,) = rate_ladder([str(rate_run(model))], SHORT, axis="tempo", n_boot=10)  # point ratios only
