@@ -19,6 +19,11 @@ else
 TORCH_PIN ?= torch==2.14.1 torchaudio==2.11.0
 endif
 TEST_ARGS ?=
+# make test runs on TEST_WORKERS pytest-xdist workers (one math thread each: tests/conftest.py), a test
+# file per worker at a time (--dist loadfile: a file's module fixtures, e.g. a trained run, are built
+# once); TEST_WORKERS=0 runs in this process. test-all keeps one process: its DDP and signal tests time
+# their own subprocesses
+TEST_WORKERS ?= 2
 # one CPU thread, as icefall and ESPnet train: on a busy 2-core machine (two other jobs) the demo's first
 # steps took 3.5 s each with threads=1 and 15.4 s with torch's default of one thread per core; the
 # digits recipes/synth/RESULTS.md archives are those of threads=1. DEMO_ARGS= takes torch's default.
@@ -44,7 +49,7 @@ demo: install
 	$(BIN)/python train.py experiment=demo $(DEMO_ARGS)
 
 test: install
-	$(BIN)/python -m pytest -q $(TEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(TEST_ARGS)
 
 test-all: install
 	$(BIN)/python -m pytest -q -m "" $(TEST_ARGS)

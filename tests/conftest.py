@@ -1,8 +1,32 @@
 """Shared fixtures: small audio files written with soundfile into tmp_path."""
 
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one pytest-xdist worker per core: one math thread each, and in the entry points the
+    # tests start (set before torch is imported, so torch's pool is sized by it), not a pool per core in
+    # each worker fighting for the same cores
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
+import sys
+
 import numpy as np
 import pytest
 import soundfile as sf
+
+
+@pytest.fixture(autouse=True)
+def _process_rank_restored():
+    """Lightning's DDP strategy sets the process-wide ``rank_zero_only.rank`` when a Trainer is built
+    (tests/test_slurm.py builds ranks 11 and 15 in-process); left behind, every later in-process run
+    of the same pytest worker takes itself for a non-zero rank and writes no logs. Put it back."""
+    module = sys.modules.get("lightning_utilities.core.rank_zero")
+    before = getattr(module.rank_zero_only, "rank", None) if module else None
+    yield
+    module = sys.modules.get("lightning_utilities.core.rank_zero")
+    if module is not None and hasattr(module.rank_zero_only, "rank"):
+        module.rank_zero_only.rank = before if before is not None else 0
 
 
 def tone(duration_s, sample_rate=16000, freq=440.0, amplitude=0.5, channels=1):
