@@ -262,12 +262,6 @@ def _relative_best_from_8s(d):
     return bad
 
 
-def _ci_excludes_one(d):
-    """Which PEs besides RoPE have a cross-set ratio CI above 1 (the sentence names them)."""
-    above = sorted(pe for pe in STUDY_PES if pe != "rope" and ratio_ci(d, pe)[1] > 1)
-    return [] if above == ["sinusoidal", "sinusoidal_sqrtd", "t5"] else [f"CIs above 1: {above}"]
-
-
 def _conformer_rope_drifts_most(d):
     """RoPE has the largest 160 s / 2-4 s ratio and the largest excess over `none` at 160 s."""
     top = max(CONFORMER_PES, key=lambda pe: ratio(d, pe, folder="arms/conformer"))
@@ -839,12 +833,6 @@ CLAIMS = [
           lambda d: [*trio(d, "relative", folder="arms/conformer"), long_(d, "rope", folder="arms/conformer"),
                      diff(d, "rope", "none", "longform", LONG, "arms/conformer")[0]]),
 ]
-
-
-def _same(*values):
-    """One printed number standing for several values: nan (which never agrees) unless they round alike."""
-    first = values[0]
-    return [first if all(round(v, 2) == round(first, 2) for v in values) else float("nan")]
 
 
 # ---------------------------------------------------------------- study notes RESULTS.md quotes
@@ -1483,7 +1471,7 @@ def ftdiff(d, a, b, set_name="longform", bucket=LONG, seeds=S23):
     return list(d.difference(ftr(a, seeds), ftr(b, seeds), set_name, bucket))
 
 
-def _ft_row(d, name, seed, full=True):
+def _ft_row(d, name, seed):
     c, w = ftic(d, name, (seed,)), ftic(d, name, (seed,), window=True)
     return [ftc(d, name, "2-4", (seed,)), ftc(d, name, "32-64", (seed,)), ftc(d, name, LONG, (seed,)),
             c.ratio, c.ci_low, c.ci_high, ftc(d, name, LONG, (seed,), "_window5"), w.ratio, w.ci_low, w.ci_high]

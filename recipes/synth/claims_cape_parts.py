@@ -21,7 +21,6 @@ from asr_pe.plots.results_claims import Claim, Fact
 STUDY = Path(__file__).resolve().parent / "study"
 README = STUDY / "cape_parts" / "README.md"
 ARMS = ("cape_shift_only", "cape_scale_only", "cape_local_only", "cape_shift60")
-BASELINES = ("cape", "none", "sinusoidal")
 ROWS = ("cape", "cape_shift_only", "cape_scale_only", "cape_local_only", "cape_shift60", "none", "sinusoidal")
 NAME = {"cape": "full CAPE", "cape_shift_only": "global shift only", "cape_scale_only": "global scaling only",
         "cape_local_only": "local shift only", "cape_shift60": "60 s global shift", "none": "`none`",

@@ -1,10 +1,11 @@
 #!/bin/bash
 # issue 45 point 3: archive the rate-ladder decodings of the seed-4 CTC runs (none, sinusoidal, RoPE,
-# relative, CAPE) into recipes/synth/study/rate/results.jsonl.xz and draw the reports from the archive.
+# relative, CAPE) and of learned_wrap's seed 0 (its only checkpoint) into
+# recipes/synth/study/rate/results.jsonl.xz and draw the reports from the archive.
 #
 #   bash recipes/synth/study/rate/archive.sh /work/rate_study/runs
 #
-# Stages each <runs>/<pe>_ctc_s4 as run_info.json, config.yaml and, per rate-ladder set (eval/test,
+# Stages each <runs>/<run> as run_info.json, config.yaml and, per rate-ladder set (eval/test,
 # eval/test_tempo*, eval/test_hop*, eval/ladder_test_alone, eval/ladder_test_alone_tempo*), its
 # buckets.csv, buckets.meta.json and per_utt.jsonl (no checkpoints, none of the runs' other sets);
 # adds the staged folders to the table (python -m asr_pe.results_table add), then runs
@@ -14,13 +15,13 @@ RUNS=${1:?usage: archive.sh <folder of the decoded runs>}
 REPO=$(cd "$(dirname "$0")/../../../.." && pwd)
 HERE=recipes/synth/study/rate
 PY=${PY:-$REPO/.venv/bin/python}
-PES="none sinusoidal rope relative cape"
+RUNS_ARCHIVED="none_ctc_s4 sinusoidal_ctc_s4 rope_ctc_s4 relative_ctc_s4 cape_ctc_s4 learned_wrap_ctc_s0"
 cd "$REPO"
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-for pe in $PES; do
-  run=$RUNS/${pe}_ctc_s4
-  dest=$STAGE/${pe}_ctc_s4
+for name in $RUNS_ARCHIVED; do
+  run=$RUNS/$name
+  dest=$STAGE/$name
   mkdir -p "$dest"
   cp "$run/run_info.json" "$run/config.yaml" "$dest/"
   for d in "$run"/eval/test "$run"/eval/test_tempo* "$run"/eval/test_hop* "$run"/eval/ladder_test_alone \
@@ -32,9 +33,9 @@ for pe in $PES; do
     done
   done
 done
-"$PY" -m asr_pe.results_table add "$HERE" "$STAGE"/*_ctc_s4
-"$PY" -m asr_pe.results_table check "$HERE" "$STAGE"/*_ctc_s4
-ARCHIVED=$(for pe in $PES; do echo "$HERE/${pe}_ctc_s4"; done)
+"$PY" -m asr_pe.results_table add "$HERE" "$STAGE"/*_ctc_s*
+"$PY" -m asr_pe.results_table check "$HERE" "$STAGE"/*_ctc_s*
+ARCHIVED=$(for name in $RUNS_ARCHIVED; do echo "$HERE/$name"; done)
 "$PY" scripts/plot_rate_ladder.py $ARCHIVED --test-set test --axis tempo --out "$HERE/report/test"
 "$PY" scripts/plot_rate_ladder.py $ARCHIVED --test-set test --axis hop_ms --out "$HERE/report/test"
 "$PY" scripts/plot_rate_ladder.py $ARCHIVED --test-set ladder_test_alone --axis tempo --out "$HERE/report/ladder_test_alone"
