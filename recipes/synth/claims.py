@@ -1133,10 +1133,13 @@ def _tie_margin(dev) -> float:
     return 0.01
 
 
-def _more_pes_retrained(pe, seed):
+def _more_pes_rows():
     import json
-    rows = [json.loads(x) for x in (LM / "retrained.jsonl").read_text().splitlines() if x.strip()]
-    return next(r for r in rows if r["run"] == f"{pe}_ctc_s{seed}")
+    return [json.loads(x) for x in (LM / "retrained.jsonl").read_text().splitlines() if x.strip()]
+
+
+def _more_pes_retrained(pe, seed):
+    return next(r for r in _more_pes_rows() if r["run"] == f"{pe}_ctc_s{seed}")
 
 
 LADDER_NOTE_CLAIMS = [
@@ -1181,9 +1184,22 @@ LADDER_NOTE_CLAIMS = [
           lambda d: (lambda r, v: [r["test"]["differing"], r["test"]["utterances"], v[0], v[1], v[2],
                                    _tie_margin(v[:6]), *v[3:]])(
               _more_pes_retrained("conv", 0), _grows_at_every_doubling(_more_pes(d, "conv", 0, "window:5")))),
-    Fact("ladder opening: ALiBi and REM hold", "ALiBi and REM rise to about 1.1× and hold",
+    Fact("ladder opening: ALiBi, REM and learned hold", "ALiBi, REM and learned rise to about 1.1× and hold",
          lambda d: [] if (_flat_from_40s(_more_pes(d, "alibi", 0)) and
-                          _rises_then_holds(_more_pes(d, "rem", 0, "chunked:20:4"))) else ["no values"]),
+                          _rises_then_holds(_more_pes(d, "rem", 0, "chunked:20:4")) and
+                          _rises_then_holds(_more_pes(d, "learned_wrap", 0))) else ["no values"]),
+    Claim("ladder more_pes: learned seed 0",
+          "does **not** reproduce its archived run\n({} of the {} test hypotheses differ): another sample of the "
+          "recipe. Dev: plain {},\n**window:2.5 {}**, window:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; "
+          "test {}\nagainst {} %. Its ratio rises to about 1.1× by 20 s and holds, {}, {}, {}, {}, {},\n{}× "
+          "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}] at 160 s",
+          lambda d: (lambda r, v: [r["test"]["differing"], r["test"]["utterances"], *v])(
+              _more_pes_retrained("learned_wrap", 0), _rises_then_holds(_more_pes(d, "learned_wrap", 0)))),
+    Fact("ladder more_pes: seed 0 of all but sqrt(D) sinusoidal", "seed 0 of all but √D sinusoidal so far",
+         lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in ("shaw", "t5", "alibi", "rem", "conv",
+                                                                          "learned_wrap")}
+                    else [f"seed-0 runs retrained: {sorted(runs)}"])(
+             {r["run"] for r in _more_pes_rows() if r["run"].endswith("_s0")})),
     Claim("ladder seed 4: none", "exactly (every test and long-form hypothesis, best step {}; `seed4/retrained.jsonl`); "
           "dev: plain {}, **window:2.5 {}**; test {} against {} %. On the test ladder its ratio is {}-{}× with gaps "
           "(seed 4 alone); over seeds 2-4, `none` is at {}× [{}, {}] at 160 s",
