@@ -118,20 +118,22 @@ def rope_s4_attention(set_name: str, key: str = "local_mass") -> tuple[float, fl
     return s4_attention("rope", set_name, key)
 
 
-def _uniform_s4(pe: str, sentence: str, uniform_words: str) -> list:
-    """A seed-4 PE said to attend uniformly: the sentence's numbers at 160 s (mean distance of the
-    recording's length, local share with CI) and on the 2-4 s utterances, and the words checked
-    (mean distance within 0.02 of a third of the recording, as for uniform attention)."""
+def _uniform(run: str, sentence: str, uniform_words: str) -> list:
+    """A model said to attend uniformly (``run``: its folder in study/attention/, e.g. ``none_ctc_s4``):
+    the sentence's numbers at 160 s (mean distance of the recording's length, local share with CI)
+    and on the 2-4 s utterances, and the words checked (mean distance within 0.02 of a third of the
+    recording, as for uniform attention)."""
     def numbers(d):
-        return [s4_attention(pe, "ladder_test_gap500ms_160", "mean_distance_s")[0],
-                s4_attention(pe, "ladder_test_gap500ms_160", "duration")[0],
-                *_pct(s4_attention(pe, "ladder_test_gap500ms_160"))[:3], *_pct(s4_attention(pe, "ladder_test_alone"))[:3]]
+        return [run_attention(run, "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                run_attention(run, "ladder_test_gap500ms_160", "duration")[0],
+                *_pct(run_attention(run, "ladder_test_gap500ms_160"))[:3],
+                *_pct(run_attention(run, "ladder_test_alone"))[:3]]
 
     def a_third(d):
-        share = (s4_attention(pe, "ladder_test_gap500ms_160", "mean_distance_s")[0]
-                 / s4_attention(pe, "ladder_test_gap500ms_160", "duration")[0])
-        return [] if abs(share - 1 / 3) < 0.02 else [f"{pe}'s mean distance at 160 s is {share:.3f} of the recording"]
-    return [Claim(f"{pe} s4 at 160 s", sentence, numbers), Fact(f"{pe} s4: a third, as uniform", uniform_words, a_third)]
+        share = (run_attention(run, "ladder_test_gap500ms_160", "mean_distance_s")[0]
+                 / run_attention(run, "ladder_test_gap500ms_160", "duration")[0])
+        return [] if abs(share - 1 / 3) < 0.02 else [f"{run}'s mean distance at 160 s is {share:.3f} of the recording"]
+    return [Claim(f"{run} at 160 s", sentence, numbers), Fact(f"{run}: a third, as uniform", uniform_words, a_third)]
 
 
 def s4_attention(pe: str, set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
@@ -1750,15 +1752,21 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("relative half local at 160 s", "half of it stays local",
          lambda d: [] if s4_attention("relative", "ladder_test_gap500ms_160")[1] > 0.5
          else ["relative's 160 s local share CI reaches below 0.5"]),
-    *_uniform_s4("sinusoidal", "at 160 s its mean attended distance is {} s of {} s, a third of the\nrecording as for "
+    *_uniform("sinusoidal_ctc_s4", "at 160 s its mean attended distance is {} s of {} s, a third of the\nrecording as for "
                  "uniform attention, and {} % [{}, {}] of its attention lies within ±0.5 s of\nthe query ({} % [{}, {}] "
                  "on the 2-4 s utterances)", "a third of the recording as for uniform attention"),
-    *_uniform_s4("none", "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % "
+    *_uniform("none_ctc_s4", "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % "
                  "[{}, {}] of its attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-4 s utterances)",
                  "uniform on long inputs too"),
-    *_uniform_s4("cape", "its mean attended distance at 160 s is {} s of {} s (a third of the recording),\nand {} % "
+    *_uniform("cape_ctc_s4", "its mean attended distance at 160 s is {} s of {} s (a third of the recording),\nand {} % "
                  "[{}, {}] of its attention lies within ±0.5 s of the query there ({} % [{}, {}]\non the 2-4 s utterances)",
                  "uniform on long inputs as\nwell"),
+    *_uniform("conv_ctc_s0", "at 160 s it attends {} s away on average, of {} s (a third of the\nrecording), "
+              "with {} % [{}, {}] of its attention within ±0.5 s of the query ({} % [{}, {}]\non the 2-4 s "
+              "utterances)", "uniform on long inputs, as `none`"),
+    Fact("conv s0 attention: the lane's retrain, not the archived run", "(the lane's retraining, which does **not**\n"
+         "reproduce the archived `study/runs/conv_ctc_s0`",
+         lambda d: ["conv_ctc_s0 reproduced"] if _more_pes_retrained("conv", 0)["reproduced"] else []),
     Claim("ALiBi s0 local share and distance",
           "{} % [{}, {}] of its attention within ±0.5 s on the "
           "2-4 s utterances, {} % on the 20 s\nrung and still {} % [{}, {}] at 160 s, where its mean attended distance is "
