@@ -94,7 +94,7 @@ def test_markdown_marks_a_missed_target():
         r["peak_mem_mb"] = 12.0
     md = markdown(rows, BenchConfig(argv=["--lengths", "250"]), torch.device("cpu"))
     assert "- command: `python scripts/bench_attention.py --lengths 250`" in md
-    assert "| shaw | ≤ 1.30 | 20.0 (2.00 ✗; 1.00) | 12 |" in md and "| none | - | 10.0 (1.00; 1.00) | 12 |" in md
+    assert "| shaw | ≤ 1.25 | 20.0 (2.00 ✗; 1.00) | 12 |" in md and "| none | - | 10.0 (1.00; 1.00) | 12 |" in md
 
 
 def test_tiny_train_run_of_every_case_writes_csv_and_markdown(tiny, capsys):
