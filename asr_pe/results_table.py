@@ -555,11 +555,13 @@ def _extract(table: Path) -> Path:
     second process, e.g. the next of a report's scripts, finds it done; the run folders sit at
     the study's own absolute path below the key, so that `logical_path` is a prefix away and
     the runs sort as their folders did. A changed table gets a new key, and the entries of
-    its earlier versions go."""
+    its earlier versions go: an entry names its study in its ``.study`` file (a study can hold
+    another's table, ``ladder/`` and ``ladder/more_pes/``, so a path inside an entry does not
+    say whose it is)."""
     study = table.parent.resolve()
     st = table.stat()
     sig = (st.st_mtime_ns, st.st_size)
-    if str(study) in _extracted and _extracted[str(study)][0] == sig:
+    if str(study) in _extracted and _extracted[str(study)][0] == sig and _extracted[str(study)][1].is_dir():
         return _extracted[str(study)][1]
     data = table.read_bytes()
     key = hashlib.sha256(str(study).encode() + b"\0" + data).hexdigest()[:20]
@@ -575,9 +577,10 @@ def _extract(table: Path) -> Path:
                     target = tmp / inside / run / rel
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text(text, encoding="utf-8")
+            (tmp / ".study").write_text(str(study), encoding="utf-8")
             (tmp / ".complete").write_text("")
             for old in base.iterdir():      # earlier versions of this table
-                if old.name != key and not old.name.startswith(".") and (old / inside).is_dir():
+                if old.name != key and not old.name.startswith(".") and _entry_study(old) == str(study):
                     shutil.rmtree(old, ignore_errors=True)
             os.rename(tmp, entry)
         except OSError:
@@ -586,6 +589,15 @@ def _extract(table: Path) -> Path:
                 raise
     _extracted[str(study)] = (sig, entry / inside)
     return entry / inside
+
+
+def _entry_study(entry: Path) -> str | None:
+    """The study whose table ``entry`` holds (None for an entry written before entries named it:
+    left alone, as it may be another study's)."""
+    try:
+        return (entry / ".study").read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def logical_path(path: str | os.PathLike) -> Path:

@@ -247,6 +247,31 @@ def test_a_table_is_written_out_once_per_version(tmp_path):
     assert len(now) == 1 and now != entries
 
 
+def test_a_study_inside_another_keeps_its_runs_written_out_in_either_order(tmp_path):
+    """``ladder/`` and ``ladder/more_pes/`` both hold a table. Writing out the outer one once
+    deleted the inner one's runs (its entry held a folder at the outer study's path), so a
+    reader that had located an inner run found no files: CI's first make test on a fresh cache,
+    two workers reading the two studies at once."""
+    live = tmp_path / "live"
+    outer, inner = tmp_path / "ladder", tmp_path / "ladder" / "more_pes"
+    add_runs(outer / TABLE_NAME, [_run(live, "rope_ctc_s0", 7.0)])
+    add_runs(inner / TABLE_NAME, [_run(live, "shaw_ctc_s0", 9.0)])
+    for first, second in [(inner, outer), (outer, inner)]:
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+        for study in (first, second):
+            for name in runs_in(study):
+                assert (locate(study / name) / "eval" / "test" / "per_utt.jsonl").is_file(), (study, name)
+        for study in (first, second):          # both still there, whichever came first
+            for name in runs_in(study):
+                per_utt = locate(study / name) / "eval" / "test" / "per_utt.jsonl"
+                assert len(per_utt.read_text().splitlines()) == 2, per_utt
+    # a new version of the inner table replaces the inner entry only
+    add_runs(inner / TABLE_NAME, [_run(live, "alibi_ctc_s0", 8.0)])
+    assert runs_in(inner) == ["alibi_ctc_s0", "shaw_ctc_s0"] and runs_in(outer) == ["rope_ctc_s0"]
+    assert (locate(outer / "rope_ctc_s0") / "run_info.json").is_file()
+    assert len(list((tmp_path / "cache" / "results").iterdir())) == 2
+
+
 def _gzip_table(study: Path, runs: list[Path]) -> bytes:
     """A study table as the project wrote it before xz: ``results.jsonl.gz``, gzip -9, no mtime;
     returns its JSON lines."""
