@@ -164,6 +164,40 @@ def test_a_second_call_decodes_only_the_new_candidate_and_equals_a_fresh_one(tra
     assert ladder_eval(run, ["window:1"]) == (sorted(plain + window), [])
 
 
+@pytest.mark.slow  # about 40 s on 2 cores: trains a 4-step transducer, decodes 25 tiny sets
+def test_a_transducer_run_goes_through_the_ladder_as_the_backlog_s_stage_4_runs_it(trained, tiny_synth_root, tmp_path,
+                                                                                  monkeypatch):
+    """Stage 4 of recipes/synth/study/backlog.sh puts loss=transducer runs of the study's config
+    (decode.method greedy) through evaluate_ladder with the window offered on dev: every set of
+    both pools is decoded with the transducer's greedy search, every utterance scored once, the
+    window decoded on dev and, chosen, on test."""
+    import asr_pe.evaluation.ladder as le
+
+    run = tmp_path / "rnnt"
+    train(compose_train(TINY_MODEL + synth_overrides(tiny_synth_root) + [
+        f"run_dir={run}", "pe=rope", "encoder=transformer", "loss=transducer", "loss.transducer.embed_dim=16",
+        "loss.transducer.joiner_dim=24", "decode.method=greedy", "trainer.max_steps=4", "eval_after_train=false"]))
+    monkeypatch.setattr(le, "choose_on_dev", lambda candidates, **rule: (
+        "window:1", {name: le.whole_rate(res, **rule) for name, res in candidates.items()}))
+    choice = evaluate_ladder(run, trained[1], corpus_manifests=resolve_manifests, candidates=["window:1"],
+                             select_min_rung=4, n_boot=20, checkpoint="last", device="cpu")
+    assert choice["chosen"] == "window:1" and set(choice["dev_rates"]) == {"plain", "window:1"}
+    index = ladder_sets(trained[1])
+    n_sets = 0
+    for pool in ("dev", "test"):
+        alone, sets = pool_sets(index, pool)
+        for manifest in [alone, *sets.values()]:
+            utts = [u.id for u in read_manifest(manifest)]
+            for suffix in ("", "_window1"):
+                folder = run / "eval" / (Path(manifest).stem + suffix)
+                meta = json.loads((folder / "buckets.meta.json").read_text())
+                assert meta["decode"]["method"] == "transducer_greedy", folder
+                scored = [json.loads(line)["id"] for line in (folder / "per_utt.jsonl").read_text().splitlines()]
+                assert scored == utts, folder                           # every one, once
+                n_sets += 1
+    assert n_sets == 20
+
+
 def test_cli_refuses_a_missing_run(tmp_path):
     r = subprocess.run([sys.executable, "scripts/evaluate_ladder.py", f"run={tmp_path / 'nope'}"],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
