@@ -1767,6 +1767,12 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("conv s0 attention: the lane's retrain, not the archived run", "(the lane's retraining, which does **not**\n"
          "reproduce the archived `study/runs/conv_ctc_s0`",
          lambda d: ["conv_ctc_s0 reproduced"] if _more_pes_retrained("conv", 0)["reproduced"] else []),
+    *_uniform("learned_wrap_ctc_s0", "at 160 s its mean distance from the query is {} s of {} s (a\nthird of the "
+              "recording), and {} % [{}, {}] of its attention falls within ±0.5 s of the query\n({} % [{}, {}] on the "
+              "2-4 s utterances)", "spread evenly\nover long inputs, like `none` and conv"),
+    Fact("learned s0 attention: the lane's retrain, not the archived run", "(the lane's retraining, which does **not** "
+         "reproduce the\narchived `study/runs/learned_wrap_ctc_s0`",
+         lambda d: ["learned_wrap_ctc_s0 reproduced"] if _more_pes_retrained("learned_wrap", 0)["reproduced"] else []),
     Claim("ALiBi s0 local share and distance",
           "{} % [{}, {}] of its attention within ±0.5 s on the "
           "2-4 s utterances, {} % on the 20 s\nrung and still {} % [{}, {}] at 160 s, where its mean attended distance is "
