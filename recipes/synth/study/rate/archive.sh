@@ -3,7 +3,7 @@
 # relative, CAPE) and of learned_wrap's seed 0 (its only checkpoint) into
 # recipes/synth/study/rate/results.jsonl.xz and draw the reports from the archive.
 #
-#   bash recipes/synth/study/rate/archive.sh /work/rate_study/runs
+#   bash recipes/synth/study/rate/archive.sh <folder of the decoded runs>
 #
 # Stages each <runs>/<run> as run_info.json, config.yaml and, per rate-ladder set (eval/test,
 # eval/test_tempo*, eval/test_hop*, eval/ladder_test_alone, eval/ladder_test_alone_tempo*), its
