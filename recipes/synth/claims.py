@@ -1539,9 +1539,9 @@ FINETUNE_NOTE_CLAIMS = [
             "{} | {}× [{}, {}] |" if n == "rope_finetune300" else
             f"| `{n}_ctc_s2` | {FT_ROW_NAMES[n]} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] | **{{}}** | {{}}× [{{}}, {{}}] |",
             (lambda n: lambda d: _ft_row(d, n, 2))(n)) for n in ("rope_shortft300", "rope_finetune300")],
-    *[Claim(f"finetune seed 3: {n}", f"| `{n}_ctc_s3` | {{}} | {{}} | " + ("**{}**" if n == "rope_finetune300" else "{}")
+    *[Claim(f"finetune seed {seed}: {n}", f"| `{n}_ctc_s{seed}` | {{}} | {{}} | " + ("**{}**" if n == "rope_finetune300" else "{}")
             + " | {}× [{}, {}] | " + ("**{}**" if n == "rope_shortft300" else "{}") + " | {}× [{}, {}] |",
-            (lambda n: lambda d: _ft_row(d, n, 3))(n)) for n in FT_RUNS],
+            (lambda n, seed: lambda d: _ft_row(d, n, seed))(n, seed)) for seed in (3, 4) for n in FT_RUNS],
     Claim("finetune: pooled answer",
           "in context at 160 s: plain fine-tune {}× [{}, {}], YaRN {}× [{}, {}], PI {}× [{}, {}] (crossed CIs: one draw "
           "of recordings for both seeds, and a draw of seeds); CER 160 s {}, {}, {} % against {} % for the window on the "
