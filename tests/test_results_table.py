@@ -272,6 +272,47 @@ def test_a_study_inside_another_keeps_its_runs_written_out_in_either_order(tmp_p
     assert len(list((tmp_path / "cache" / "results").iterdir())) == 2
 
 
+_READER = """
+import sys, time
+from pathlib import Path
+from asr_pe.results_table import locate, runs_in
+study, mine, theirs = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+wait_first = sys.argv[4] == "second"
+def wait(flag):
+    for _ in range(600):
+        if flag.exists():
+            return
+        time.sleep(0.05)
+    sys.exit("timed out waiting for " + str(flag))
+if wait_first:
+    wait(theirs)
+folders = [locate(study / name) for name in runs_in(study)]     # written out here
+mine.write_text("")
+wait(theirs)
+for folder in folders:                                           # read after the other process wrote out its table
+    print(folder.name, len((folder / "eval" / "test" / "per_utt.jsonl").read_text().splitlines()))
+"""
+
+
+def test_two_processes_writing_out_a_study_and_one_inside_it_at_once_both_read_their_runs(tmp_path):
+    """One process writes out ``ladder/more_pes/``'s table, then another ``ladder/``'s, each with
+    its own fresh in-process memo and one shared cache (CI's two test workers); the first then
+    reads its runs' files. Before entries named their study the second deleted them (exit 1)."""
+    live = tmp_path / "live"
+    outer, inner = tmp_path / "ladder", tmp_path / "ladder" / "more_pes"
+    add_runs(outer / TABLE_NAME, [_run(live, "rope_ctc_s0", 7.0)])
+    add_runs(inner / TABLE_NAME, [_run(live, "shaw_ctc_s0", 9.0), _run(live, "t5_ctc_s0", 8.0)])
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+    env = {**os.environ, "ASR_PE_CACHE": str(tmp_path / "cache")}
+    a, b = tmp_path / "inner.done", tmp_path / "outer.done"
+    procs = [subprocess.Popen([sys.executable, "-c", _READER, str(study), str(mine), str(theirs), order], cwd=REPO,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for study, mine, theirs, order in ((inner, a, b, "first"), (outer, b, a, "second"))]
+    out = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in out]
+    assert out[0][0].split() == ["shaw_ctc_s0", "2", "t5_ctc_s0", "2"] and out[1][0].split() == ["rope_ctc_s0", "2"]
+
+
 def _gzip_table(study: Path, runs: list[Path]) -> bytes:
     """A study table as the project wrote it before xz: ``results.jsonl.gz``, gzip -9, no mtime;
     returns its JSON lines."""
