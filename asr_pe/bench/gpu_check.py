@@ -51,16 +51,17 @@ class Step:
     dry_limit_s: float  # the CPU run (tiny sizes, but a loaded 2-core machine)
 
 
-# GPU limits (seconds; they add up to the 480 s budget): about twice what each step took on an H100 on
-# 2026-11-27 (grad 15, fused 40, reference 30, smoke 130), flex with room for compiling its kernels
-# (Triton, once per PE), and long mode, whose 11 child processes need ~11 s each (110 s ran 10 of them)
+# GPU limits (seconds; they add up to the 480 s budget), from two runs of the whole check: an H100 on
+# 2026-11-27 (grad 15, fused 40, reference 30, smoke 130; long ran 10 of its 11 PEs in 110 s) and an
+# H200 on 2026-11-28 (grad 17, fused just over its 70 s with the torchaudio row, flex 63 with its
+# kernels compiled once per PE, reference 22, long 100, smoke 111)
 STEPS = (
-    Step("grad", "(d) bf16 gradients at T % 128 == 64 with padding, SDPA backend", 30, 180),
-    Step("bench_fused", "(b) training step per PE, fused attention paths", 70, 240),
+    Step("grad", "(d) bf16 gradients at T % 128 == 64 with padding, SDPA backend", 25, 180),
+    Step("bench_fused", "(b) training step per PE, fused attention paths", 90, 240),
     Step("bench_flex", "(b) training step per PE, FlexAttention for the bias PEs", 80, 240),
-    Step("bench_reference", "(b) training step per PE, reference attention path", 50, 240),
-    Step("long", "(c) one 60-minute recording, full context, one pass per PE", 110, 180),
-    Step("smoke", "(a) the recipes' smoke runs, trainer=gpu (bf16)", 140, 400),
+    Step("bench_reference", "(b) training step per PE, reference attention path", 35, 240),
+    Step("long", "(c) one 60-minute recording, full context, one pass per PE", 115, 180),
+    Step("smoke", "(a) the recipes' smoke runs, trainer=gpu (bf16)", 135, 400),
 )
 # Long mode: the PEs whose memory matters most first (a step cut short keeps them)
 LONG_PES = ["none", "rope", "relative", "alibi", "t5", "shaw", "rem", "cape", "sinusoidal", "learned", "conv"]
