@@ -15,7 +15,9 @@ RUNS=${1:?usage: archive.sh <folder of the decoded runs>}
 REPO=$(cd "$(dirname "$0")/../../../.." && pwd)
 HERE=recipes/synth/study/rate
 PY=${PY:-$REPO/.venv/bin/python}
-RUNS_ARCHIVED="none_ctc_s4 sinusoidal_ctc_s4 rope_ctc_s4 relative_ctc_s4 cape_ctc_s4 learned_wrap_ctc_s0"
+# RUNS_ARCHIVED / REPORT from the environment: seed3.sh archives one run at a time, without the report
+RUNS_ARCHIVED=${RUNS_ARCHIVED:-"none_ctc_s4 sinusoidal_ctc_s4 rope_ctc_s4 relative_ctc_s4 cape_ctc_s4 learned_wrap_ctc_s0"}
+REPORT=${REPORT:-1}
 cd "$REPO"
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
@@ -33,8 +35,10 @@ for name in $RUNS_ARCHIVED; do
     done
   done
 done
-"$PY" -m asr_pe.results_table add "$HERE" "$STAGE"/*_ctc_s*
-"$PY" -m asr_pe.results_table check "$HERE" "$STAGE"/*_ctc_s*
+STAGED=$(for name in $RUNS_ARCHIVED; do echo "$STAGE/$name"; done)
+"$PY" -m asr_pe.results_table add "$HERE" $STAGED
+"$PY" -m asr_pe.results_table check "$HERE" $STAGED
+[ "$REPORT" = 1 ] || exit 0
 ARCHIVED=$(for name in $RUNS_ARCHIVED; do echo "$HERE/$name"; done)
 "$PY" scripts/plot_rate_ladder.py $ARCHIVED --test-set test --axis tempo --out "$HERE/report/test"
 "$PY" scripts/plot_rate_ladder.py $ARCHIVED --test-set test --axis hop_ms --out "$HERE/report/test"
