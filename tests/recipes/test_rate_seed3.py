@@ -83,7 +83,7 @@ def test_each_run_is_trained_from_the_old_code_decoded_archived_and_committed_th
     calls = (tmp_path / "calls.log").read_text().splitlines()
     train = [c for c in calls if " | train.py" in c]
     assert [c.split(" | ")[0] for c in train] == [str(train_code)] * 5      # the training checkout's code
-    assert [c.split("pe=")[1] for c in train] == [f"{pe} seed=3" for pe in ("none", "sinusoidal", "cape", "rope", "relative")]
+    assert [c.split("pe=")[1] for c in train] == [f"{pe} seed=3" for pe in ("rope", "relative", "sinusoidal", "none", "cape")]
     rates = [c.split(" | ")[1] for c in calls if "evaluate_rates.py" in c]
     assert len(rates) == 15 and all(c.split(" | ")[0] == str(repo) for c in calls if "evaluate_rates.py" in c)
     rows = read_table(table_of(repo / RATE))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 45 point 3: a second seed on the rate axis. Seed 3 of none, sinusoidal, CAPE, RoPE and
-# relative, retrained deterministically (the study's seed-3 runs kept no checkpoint), compared with
+# Issue 45 point 3: a second seed on the rate axis. Seed 3 of RoPE, relative, sinusoidal, none and
+# CAPE, retrained deterministically (the study's seed-3 runs kept no checkpoint), compared with
 # the archived runs of recipes/synth/study/seeds/, and decoded on the rate ladders as seed 4 was
 # (README.md "Commands"): tempo and feature hop on `test`, tempo on the length ladder's test pool
 # decoded alone. Resumable, one run per process; each run is archived into results.jsonl.xz here
@@ -43,7 +43,7 @@ ladder_test=${ASR_PE_CACHE:-$HOME/.cache/asr_pe}/synth_ladder/3b1c23b1774d/ladde
 [ -f "$ladder_test" ] || { echo "error: $ladder_test missing: run recipes/synth/study/backlog.sh --stage 0 first" >&2; exit 1; }
 log() { echo "[$(date -u '+%F %H:%M:%S')] $*"; }
 log "rate seed 3: training code $train_code ($(git -C "$train_code" rev-parse --short HEAD)), decoding $repo ($(git -C "$repo" rev-parse --short HEAD)), commits to $commit_repo"
-for pe in none sinusoidal cape rope relative; do
+for pe in rope relative sinusoidal none cape; do  # RoPE first: its checkpoint also gives the attention statistics a second seed
   run=${pe}_ctc_s3 rundir=$work_dir/runs/${pe}_ctc_s3 runlog=$work_dir/logs/${pe}_ctc_s3.log
   if [ -f "$commit_repo/$here/results.jsonl.xz" ] && "$PYTHON" -c "import sys; from asr_pe.results_table import runs_in
 sys.exit(0 if sys.argv[1] in runs_in(sys.argv[2]) else 1)" "$run" "$commit_repo/$here"; then
