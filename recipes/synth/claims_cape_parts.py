@@ -6,7 +6,8 @@ Same machinery as recipes/synth/claims.py, which adds `CAPE_PARTS_DOCUMENTS` to 
 passes its `StudyData`: the length ladder's cells and paired differences come from
 `StudyData.ladder` / `StudyData.ladder_difference` (recordings resampled), the tempo ratios and
 their paired differences from claims_rate.py's readers (utterances resampled). One seed per
-model: every CI is over the test audio for that model.
+model in the seed-4 tables (every CI over the test audio for that model); the length ladder also pooled
+over seeds 3 and 4 (crossed CIs: recordings resampled once for both seeds, and the seeds).
 """
 
 from __future__ import annotations
@@ -46,6 +47,29 @@ def cell(d, model, rung=160):
     return d.ladder((str(ladder_run(model)),), GAP, rung)
 
 
+SEEDS = (3, 4)  # the arms' seeds; the baselines' seed 3 is the ladder study's (study/ladder/)
+
+
+def ladder_runs(model: str) -> tuple[str, ...]:
+    """``model``'s runs of seeds 3 and 4 with length-ladder decodings."""
+    return tuple(str(STUDY / "cape_parts" / model / f"cape_ctc_s{s}" if model in ARMS else
+                     STUDY / "ladder" / ("seed4" if s == 4 else "") / f"{model}_ctc_s{s}") for s in SEEDS)
+
+
+def cell34(d, model, rung=160):
+    """Pooled over seeds 3 and 4: the crossed CI resamples the recordings once for both seeds, and the seeds."""
+    return d.ladder(ladder_runs(model), GAP, rung)
+
+
+def vs_cape34(d, model) -> list[float]:
+    return list(d.ladder_difference(ladder_runs(model), ladder_runs("cape"), GAP, 160))
+
+
+def _length_table34(d) -> list[float]:
+    return [v for m in ROWS for c in [cell34(d, m)] for v in
+            [*[cell34(d, m, r).ratio for r in RUNGS], c.ci_low, c.ci_high, c.alone]]
+
+
 def vs_cape(d, model) -> list[float]:
     """``model``'s 160 s ratio minus full CAPE's, paired over the recordings, with its CI."""
     return list(d.ladder_difference((str(ladder_run(model)),), (str(ladder_run("cape")),), GAP, 160))
@@ -66,6 +90,11 @@ def tempo_vs(model: str, other: str, tempo: float) -> list[float]:
 def _grows(d, model) -> list[str]:
     ratios = [cell(d, model, r).ratio for r in RUNGS]
     return [] if all(b > a for a, b in zip(ratios, ratios[1:])) else [f"{model}: {ratios}"]
+
+
+def _grows34(d, model) -> list[str]:
+    ratios = [cell34(d, model, r).ratio for r in RUNGS]
+    return [] if all(b > a for a, b in zip(ratios, ratios[1:])) else [f"{model} (seeds 3, 4): {ratios}"]
 
 
 def _length_table(d) -> list[float]:
@@ -115,6 +144,30 @@ CAPE_PARTS_CLAIMS = [
           "local shift only {} [{}, {}], 60 s shift {} [{}, {}], `none` {} [{}, {}], sinusoidal {} [{},\n{}]",
           lambda d: [v for m in ("cape_shift_only", "cape_scale_only", "cape_local_only", "cape_shift60", "none",
                                  "sinusoidal") for v in vs_cape(d, m)]),
+    Claim("length table, seeds 3 and 4", LENGTH_HEADER.replace("160 s CI", "160 s CI (crossed)")
+          + "\n".join(f"| {NAME[m]} | {{}} | {{}} | {{}} | {{}} | {{}} | {{}} | [{{}}, {{}}] | {{}} |" for m in ROWS),
+          _length_table34),
+    Claim("length, seeds 3 and 4: paired differences at 160 s",
+          "each model's ratio minus full CAPE's, seeds 3 and 4: global shift only {} [{}, {}], global scaling only "
+          "{} [{}, {}], local shift only {} [{}, {}], 60 s shift {} [{}, {}], `none` {} [{}, {}], sinusoidal {} [{}, {}]",
+          lambda d: [v for m in ("cape_shift_only", "cape_scale_only", "cape_local_only", "cape_shift60", "none",
+                                 "sinusoidal") for v in vs_cape34(d, m)]),
+    Fact("seeds 3 and 4: scaling only and local only above full CAPE, shift only and 60 s not",
+         "Seed 3 says the same",
+         lambda d: [f"{m}: {x}" for m in ("cape_scale_only", "cape_local_only") for x in [vs_cape34(d, m)] if not x[1] > 0]
+         + [f"{m}: {x}" for m in ("cape_shift_only", "cape_shift60") for x in [vs_cape34(d, m)] if not x[1] <= 0 <= x[2]]
+         + _grows34(d, "cape_scale_only") + _grows34(d, "cape_local_only")),
+    Claim("opening: seeds 3 and 4", "pooled over seeds 3 and 4, global shift only {}× against full CAPE's {}× at 160 s "
+          "({} [{}, {}]), global scaling only {}× and local shift only {}× ({} [{}, {}] and {} [{}, {}] above full CAPE), "
+          "the 60 s shift {}× ({} [{}, {}])",
+          lambda d: [cell34(d, "cape_shift_only").ratio, cell34(d, "cape").ratio, *vs_cape34(d, "cape_shift_only"),
+                     cell34(d, "cape_scale_only").ratio, cell34(d, "cape_local_only").ratio,
+                     *vs_cape34(d, "cape_scale_only"), *vs_cape34(d, "cape_local_only"),
+                     cell34(d, "cape_shift60").ratio, *vs_cape34(d, "cape_shift60")]),
+    Claim("seeds 3 and 4: none below full CAPE", "`none` is {} [{}, {}] below full CAPE at 160 s over both seeds",
+          lambda d: [-vs_cape34(d, "none")[0], -vs_cape34(d, "none")[2], -vs_cape34(d, "none")[1]]),
+    Fact("seeds 3 and 4: none below full CAPE, CI excludes 0", "`none` is",
+         lambda d: [] if vs_cape34(d, "none")[2] < 0 else [f"none - cape: {vs_cape34(d, 'none')}"]),
     Claim("short pool size", "the short pool (`ladder_test_alone`, {} utterances of {}-{} s)",
           lambda d: _short_pool()),
     Claim("tempo table", TEMPO_HEADER + "\n".join(
