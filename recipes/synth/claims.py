@@ -158,6 +158,25 @@ def run_attention(run: str, set_name: str, key: str = "local_mass") -> tuple[flo
     return (mean, *utterance_ci(rows, key), len(per_utt))
 
 
+def _falls_below_s4(run: str) -> list[str]:
+    """``run``'s local share falls from the 2-4 s utterances through every rung, and lies below RoPE
+    seed 4's at each."""
+    sets = ["ladder_test_alone", *(f"ladder_test_gap500ms_{r}" for r in (5, 10, 20, 40, 80, 160))]
+    mine = [run_attention(run, s)[0] for s in sets]
+    return ([f"{run} does not fall from {a} to {b}" for a, b, x, y in zip(sets, sets[1:], mine, mine[1:]) if not y < x]
+            + [f"{s}: {run} {x:.3f} not below seed 4's {rope_s4_attention(s)[0]:.3f}"
+               for s, x in zip(sets, mine) if not x < rope_s4_attention(s)[0]])
+
+
+def _rate_retrained(run: str) -> dict:
+    """The rate lane's reproduction check of a retrained run (study/rate/retrained.jsonl)."""
+    import json
+    for line in (STUDY / "rate" / "retrained.jsonl").read_text().splitlines():
+        if line.strip() and json.loads(line)["run"] == run:
+            return json.loads(line)
+    raise KeyError(f"{run} not in study/rate/retrained.jsonl")
+
+
 def _pct(stat):
     """(mean, low, high, n) of a share -> percentages, then n."""
     return [100 * stat[0], 100 * stat[1], 100 * stat[2], stat[3]]
@@ -511,9 +530,10 @@ CLAIMS = [
           lambda d: [ratio(d, "rope", ROPE_DECODINGS[n]) for n in
                      ("window", "window:10", "chunked", "NTK", "plain", "logit scale", "YaRN", "position interpolation")]),
     Claim("RoPE attention",
-          "{} % [{}, {}] of its attention within ±0.5 s on the ladder's 160 s rung against {} % [{}, {}] at 2-4 s",
-          lambda d: [*_pct(rope_s4_attention("ladder_test_gap500ms_160"))[:3],
-                     *_pct(rope_s4_attention("ladder_test_alone"))[:3]]),
+          "seeds 4 and 3: {} % and {} % of its attention within ±0.5 s on the ladder's 160 s rung against {} % and {} % "
+          "at 2-4 s",
+          lambda d: [100 * run_attention(f"rope_ctc_s{s}", set_name)[0]
+                     for set_name in ("ladder_test_gap500ms_160", "ladder_test_alone") for s in (4, 3)]),
     # the demo (make demo, its default threads=1, archived in study/demo)
     Claim("demo",
           "test CER {} / {} / {} / {} / {} / {} % at 0-2 … 32-64 s, all {} %",
@@ -1760,6 +1780,23 @@ ATTENTION_NOTE_CLAIMS = [
                      *_pct(rope_s4_attention("ladder_test_gap500ms_160"))[:3],
                      rope_s4_attention("ladder_test_gap500ms_160", "mean_distance_s")[0],
                      rope_s4_attention("ladder_test_gap500ms_160", "duration")[0]]),
+    Claim("RoPE s3 agrees with s4", "falls the same way, from {} % on the 2-4 s utterances to {} % at 160 s",
+          lambda d: [100 * run_attention("rope_ctc_s3", "ladder_test_alone")[0],
+                     100 * run_attention("rope_ctc_s3", "ladder_test_gap500ms_160")[0]]),
+    Claim("RoPE s3 local share per rung",
+          "79.4 % [78.9, 79.9] within ±0.5 s on the 2-4 s utterances".replace("79.4 % [78.9, 79.9]", "{} % [{}, {}]")
+          + ", {} % on the\n5 s rung, {} % at 10 s, {} % at 20 s, {} % at 40 s, {} % at 80 s and {} % [{}, {}] at\n160 s, "
+          "where its mean attended distance is {} s of {} s.",
+          lambda d: [*_pct(run_attention("rope_ctc_s3", "ladder_test_alone"))[:3],
+                     *[100 * run_attention("rope_ctc_s3", f"ladder_test_gap500ms_{r}")[0] for r in ATTENTION_RUNGS],
+                     *_pct(run_attention("rope_ctc_s3", "ladder_test_gap500ms_160"))[:3],
+                     run_attention("rope_ctc_s3", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     run_attention("rope_ctc_s3", "ladder_test_gap500ms_160", "duration")[0]]),
+    Fact("RoPE s3: falls at every rung, below seed 4 at each", "the same fall as seed 4's, a\nlittle lower at every rung",
+         lambda d: _falls_below_s4("rope_ctc_s3")),
+    Fact("RoPE s3 attention: the rate lane's retrain, not the archived run", "which does **not** reproduce the archived "
+         "`study/seeds/rope_ctc_s3`",
+         lambda d: [] if not _rate_retrained("rope_ctc_s3")["reproduced"] else ["rope_ctc_s3 reproduced"]),
     Claim("relative s4 local share and distance",
           "it keeps {} % [{}, {}] of its attention within ±0.5 s on the 2-4 s utterances and still {} %\n[{}, {}] at "
           "160 s, where its mean attended distance is {} s of {} s (RoPE: {} s)",
