@@ -1824,6 +1824,21 @@ ATTENTION_NOTE_CLAIMS = [
                           < 0.5 * (rope_s4_attention("ladder_test_alone")[0] - rope_s4_attention("ladder_test_gap500ms_160")[0])
                           and s4_attention("relative", "ladder_test_gap500ms_160")[1]
                           > rope_s4_attention("ladder_test_gap500ms_160")[2]) else ["relative's local share falls as far as RoPE's"]),
+    Claim("relative s3 local share and distance",
+          "is more local still: {} % [{}, {}] within ±0.5 s on the 2-4 s utterances, {} % [{}, {}]\nat 160 s, a mean "
+          "attended distance of {} s of {} s (RoPE seed 3: {} s)",
+          lambda d: [*_pct(run_attention("relative_ctc_s3", "ladder_test_alone"))[:3],
+                     *_pct(run_attention("relative_ctc_s3", "ladder_test_gap500ms_160"))[:3],
+                     run_attention("relative_ctc_s3", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     run_attention("relative_ctc_s3", "ladder_test_gap500ms_160", "duration")[0],
+                     run_attention("rope_ctc_s3", "ladder_test_gap500ms_160", "mean_distance_s")[0]]),
+    Fact("relative s3 more local than s4, and half local at 160 s", "is more local still",
+         lambda d: [f"{x}: s3 not above s4" for x in ("ladder_test_alone", "ladder_test_gap500ms_160")
+                    if not run_attention("relative_ctc_s3", x)[1] > run_attention("relative_ctc_s4", x)[2]]
+         + ([] if run_attention("relative_ctc_s3", "ladder_test_gap500ms_160")[1] > 0.5 else ["s3 below half at 160 s"])),
+    Fact("relative s3 attention: the rate lane's retrain, not the archived run", "which does **not** reproduce the "
+         "archived\n`study/seeds/relative_ctc_s3`",
+         lambda d: [] if not _rate_retrained("relative_ctc_s3")["reproduced"] else ["relative_ctc_s3 reproduced"]),
     Fact("relative half local at 160 s", "half of it stays local",
          lambda d: [] if s4_attention("relative", "ladder_test_gap500ms_160")[1] > 0.5
          else ["relative's 160 s local share CI reaches below 0.5"]),
