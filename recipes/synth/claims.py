@@ -1845,6 +1845,11 @@ ATTENTION_NOTE_CLAIMS = [
     *_uniform("sinusoidal_ctc_s4", "at 160 s its mean attended distance is {} s of {} s, a third of the\nrecording as for "
                  "uniform attention, and {} % [{}, {}] of its attention lies within ±0.5 s of\nthe query ({} % [{}, {}] "
                  "on the 2-4 s utterances)", "a third of the recording as for uniform attention"),
+    *_uniform("sinusoidal_ctc_s3", "a mean attended distance of {} s of {} s, and {} % [{}, {}] of its attention "
+              "within\n±0.5 s of the query ({} % [{}, {}] on the 2-4 s utterances)", "is just as uniform at\n160 s"),
+    Fact("sinusoidal s3 attention: the rate lane's retrain, not the archived run", "which does **not**\nreproduce the "
+         "archived `study/seeds/sinusoidal_ctc_s3`",
+         lambda d: [] if not _rate_retrained("sinusoidal_ctc_s3")["reproduced"] else ["sinusoidal_ctc_s3 reproduced"]),
     *_uniform("none_ctc_s4", "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % "
                  "[{}, {}] of its attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-4 s utterances)",
                  "uniform on long inputs too"),
