@@ -1533,7 +1533,8 @@ def _ft_row(d, name, seed):
             c.ratio, c.ci_low, c.ci_high, ftc(d, name, LONG, (seed,), "_window5"), w.ratio, w.ci_low, w.ci_high]
 
 
-def _ic3(c):
+def _ratio_ci(c):
+    """An in-context result -> [ratio, CI low, CI high]."""
     return [c.ratio, c.ci_low, c.ci_high]
 
 
@@ -1648,7 +1649,7 @@ FINETUNE_NOTE_CLAIMS = [
           "own training lengths (32-64 s {} %) and worse on short utterances ({} % at 2-4 s against the source's {} %; "
           "+{} [+{}, +{}] points, paired; why was not investigated). The fine-tune on joined inputs does better in 300 "
           "steps ({} %; yardstick − fine-tune +{} [+{}, +{}] points, paired; seed 2 alone: {} against {} %, +{})",
-          lambda d: [ftc(d, "rope_yardstick40", LONG), *_ic3(ftic(d, "rope_yardstick40")),
+          lambda d: [ftc(d, "rope_yardstick40", LONG), *_ratio_ci(ftic(d, "rope_yardstick40")),
                      ftic(d, "rope_yardstick40", (4,)).ratio,
                      ftc(d, "rope_yardstick40", "32-64"), ftc(d, "rope_yardstick40", "2-4"), ftc(d, "source_rope", "2-4"),
                      *ftdiff(d, "rope_yardstick40", "source_rope", "test", "2-4"),
