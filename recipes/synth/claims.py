@@ -158,6 +158,15 @@ def run_attention(run: str, set_name: str, key: str = "local_mass") -> tuple[flo
     return (mean, *utterance_ci(rows, key), len(per_utt))
 
 
+def _local_and_distance(run: str, other: str) -> list[float]:
+    """``run``'s local share (%, CI) on the 2-4 s utterances and at 160 s, its mean distance and the
+    recording's length at 160 s, and ``other``'s mean distance there."""
+    long = "ladder_test_gap500ms_160"
+    return [*_pct(run_attention(run, "ladder_test_alone"))[:3], *_pct(run_attention(run, long))[:3],
+            run_attention(run, long, "mean_distance_s")[0], run_attention(run, long, "duration")[0],
+            run_attention(other, long, "mean_distance_s")[0]]
+
+
 def _falls_below_s4(run: str) -> list[str]:
     """``run``'s local share falls from the 2-4 s utterances through every rung, and lies below RoPE
     seed 4's at each."""
@@ -1815,11 +1824,7 @@ ATTENTION_NOTE_CLAIMS = [
     Claim("relative s4 local share and distance",
           "it keeps {} % [{}, {}] of its attention within ±0.5 s on the 2-4 s utterances and still {} %\n[{}, {}] at "
           "160 s, where its mean attended distance is {} s of {} s (RoPE: {} s)",
-          lambda d: [*_pct(s4_attention("relative", "ladder_test_alone"))[:3],
-                     *_pct(s4_attention("relative", "ladder_test_gap500ms_160"))[:3],
-                     s4_attention("relative", "ladder_test_gap500ms_160", "mean_distance_s")[0],
-                     s4_attention("relative", "ladder_test_gap500ms_160", "duration")[0],
-                     rope_s4_attention("ladder_test_gap500ms_160", "mean_distance_s")[0]]),
+          lambda d: _local_and_distance("relative_ctc_s4", "rope_ctc_s4")),
     Fact("relative spreads less than RoPE", "attention spreads with length far less than RoPE's",
          lambda d: [] if (s4_attention("relative", "ladder_test_alone")[0] - s4_attention("relative", "ladder_test_gap500ms_160")[0]
                           < 0.5 * (rope_s4_attention("ladder_test_alone")[0] - rope_s4_attention("ladder_test_gap500ms_160")[0])
@@ -1828,11 +1833,7 @@ ATTENTION_NOTE_CLAIMS = [
     Claim("relative s3 local share and distance",
           "is more local still: {} % [{}, {}] within ±0.5 s on the 2-4 s utterances, {} % [{}, {}]\nat 160 s, a mean "
           "attended distance of {} s of {} s (RoPE seed 3: {} s)",
-          lambda d: [*_pct(run_attention("relative_ctc_s3", "ladder_test_alone"))[:3],
-                     *_pct(run_attention("relative_ctc_s3", "ladder_test_gap500ms_160"))[:3],
-                     run_attention("relative_ctc_s3", "ladder_test_gap500ms_160", "mean_distance_s")[0],
-                     run_attention("relative_ctc_s3", "ladder_test_gap500ms_160", "duration")[0],
-                     run_attention("rope_ctc_s3", "ladder_test_gap500ms_160", "mean_distance_s")[0]]),
+          lambda d: _local_and_distance("relative_ctc_s3", "rope_ctc_s3")),
     Fact("relative s3 more local than s4, and half local at 160 s", "is more local still",
          lambda d: [f"{x}: s3 not above s4" for x in ("ladder_test_alone", "ladder_test_gap500ms_160")
                     if not run_attention("relative_ctc_s3", x)[1] > run_attention("relative_ctc_s4", x)[2]]
