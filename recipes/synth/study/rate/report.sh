@@ -1,0 +1,32 @@
+#!/bin/bash
+# issue 45 point 3: the rate study's reports, drawn from the archive alone (no run folders needed):
+#
+#   bash recipes/synth/study/rate/report.sh
+#
+#   report/<set>/rate_<axis>.{md,csv,png}         the runs of results.jsonl.xz (seed 4, learned's seed 0)
+#   seed<N>/report/<set>/rate_<axis>.{md,csv,png} the runs of seed<N>/results.jsonl.xz (retrain.sh's)
+#   report_pooled/<set>/rate_<axis>.{md,csv,png}  every archived run, each PE's seeds pooled (crossed CI:
+#                                                 utterances, one draw shared by the seeds, then seeds)
+# The three ladders of each: tempo and hop on `test`, tempo on `ladder_test_alone`.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../../../.." && pwd)
+HERE=recipes/synth/study/rate
+PY=${PY:-$REPO/.venv/bin/python}
+cd "$REPO"
+draw() {  # <out> <run path>...
+  local out=$1; shift
+  "$PY" scripts/plot_rate_ladder.py "$@" --test-set test --axis tempo --out "$out/test"
+  "$PY" scripts/plot_rate_ladder.py "$@" --test-set test --axis hop_ms --out "$out/test"
+  "$PY" scripts/plot_rate_ladder.py "$@" --test-set ladder_test_alone --axis tempo --out "$out/ladder_test_alone"
+}
+mapfile -t SEED4 < <("$PY" -m asr_pe.results_table list "$HERE")
+draw "$HERE/report" "${SEED4[@]}"
+ALL=("${SEED4[@]}")
+for table in "$HERE"/seed*/results.jsonl.xz; do
+  [ -f "$table" ] || continue
+  mapfile -t RUNS < <("$PY" -m asr_pe.results_table list "$(dirname "$table")")
+  draw "$(dirname "$table")/report" "${RUNS[@]}"
+  ALL+=("${RUNS[@]}")
+done
+[ ${#ALL[@]} -gt ${#SEED4[@]} ] || exit 0
+draw "$HERE/report_pooled" "${ALL[@]}"
