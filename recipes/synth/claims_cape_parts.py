@@ -6,8 +6,10 @@ Same machinery as recipes/synth/claims.py, which adds `CAPE_PARTS_DOCUMENTS` to 
 passes its `StudyData`: the length ladder's cells and paired differences come from
 `StudyData.ladder` / `StudyData.ladder_difference` (recordings resampled), the tempo ratios and
 their paired differences from claims_rate.py's readers (utterances resampled). One seed per
-model in the seed-4 tables (every CI over the test audio for that model); the length ladder also pooled
-over seeds 3 and 4 (crossed CIs: recordings resampled once for both seeds, and the seeds).
+model in the seed-4 tables (every CI over the test audio for that model); the length ladder and the
+tempo ladder also pooled over seeds 3 and 4 (crossed CIs: recordings or utterances resampled once for
+both seeds, and the seeds; paired differences resample them once for every seed of both models, the
+seeds fixed). The baselines' seed 3 on the tempo ladder: the rate study's retrains (study/rate/seed3/).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from asr_pe.plots.rate_ladder import rate_ladder
-from asr_pe.plots.results_claims import Claim, Fact
+from asr_pe.plots.results_claims import Claim, Fact, paired_ratio_difference
 
 STUDY = Path(__file__).resolve().parent / "study"
 README = STUDY / "cape_parts" / "README.md"
@@ -87,6 +89,34 @@ def tempo_vs(model: str, other: str, tempo: float) -> list[float]:
     return list(_RATE["ratio_difference"](rate_run(model), rate_run(other), SHORT, "tempo", tempo, "cer"))
 
 
+def rate_runs(model: str) -> tuple[Path, ...]:
+    """``model``'s runs of seeds 3 and 4 with tempo decodings of the short pool (the baselines' seed 3:
+    the rate study's retrains, study/rate/seed3/)."""
+    return tuple(STUDY / "cape_parts" / model / f"cape_ctc_s{s}" if model in ARMS else
+                 STUDY / "rate" / ("" if s == 4 else f"seed{s}") / f"{model}_ctc_s{s}" for s in SEEDS)
+
+
+@lru_cache(maxsize=None)
+def tempo_cells34(model: str) -> dict:
+    """Pooled over seeds 3 and 4: tempo -> the CER ratio's `RungResult` (crossed CI: the utterances
+    resampled once for both seeds, and the seeds)."""
+    (lad,) = rate_ladder([str(r) for r in rate_runs(model)], SHORT, axis="tempo", n_boot=_RATE["N_BOOT"])
+    return lad.rungs["cer"]
+
+
+def tempo_vs34(model: str, other: str, tempo: float) -> list[float]:
+    """``model``'s tempo ratio minus ``other``'s over seeds 3 and 4, CER, paired over the utterances
+    (resampled once for every seed of both; the seeds fixed), with its CI."""
+    def results(m):
+        return [_RATE["_in_context"](r, SHORT, "tempo", tempo) for r in rate_runs(m)]
+    return list(paired_ratio_difference(results(model), results(other), metric="cer", n_boot=_RATE["N_BOOT"]))
+
+
+def _tempo_table34(d) -> list[float]:
+    return [v for m in ROWS for c in [tempo_cells34(m)] for v in
+            [*[c[t].ratio for t in TEMPI], c[1.3].ratio_ci_low, c[1.3].ratio_ci_high]]
+
+
 def _grows(d, model) -> list[str]:
     ratios = [cell(d, model, r).ratio for r in RUNGS]
     return [] if all(b > a for a, b in zip(ratios, ratios[1:])) else [f"{model}: {ratios}"]
@@ -104,6 +134,11 @@ def _length_table(d) -> list[float]:
 
 def _tempo_table(d) -> list[float]:
     return [tempo_ratios(m)[t] for m in ROWS for t in TEMPI]
+
+
+def _includes_zero34(pairs) -> list[str]:
+    return [f"{a} vs {b} at tempo {t:g} (seeds 3, 4): {x}" for a, b, t in pairs for x in [tempo_vs34(a, b, t)]
+            if not x[1] <= 0 <= x[2]]
 
 
 def _includes_zero(pairs) -> list[str]:
@@ -185,6 +220,31 @@ CAPE_PARTS_CLAIMS = [
                     for x in [tempo_vs(a, "cape", 1.3)] if abs(x[0]) > 0.02 or not x[1] <= 0 <= x[2]]),
     Fact("tempo 0.8: every arm within both CIs", "At tempo 0.8 every\narm is within the paired CI of both `none` and full CAPE",
          lambda d: _includes_zero([(a, b, 0.8) for a in ARMS for b in ("none", "cape")])),
+    Claim("tempo table, seeds 3 and 4", "| model | 0.8 | 0.9 | 1.1 | 1.2 | 1.3 | 1.3 CI (crossed) |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(
+              f"| {NAME[m]} | {{}} | {{}} | {{}} | {{}} | {{}} | [{{}}, {{}}] |" for m in ROWS), _tempo_table34),
+    Claim("tempo 1.3, seeds 3 and 4: arms minus none",
+          "ratios minus `none`'s: global\nshift only {} [{}, {}], global scaling only {} [{}, {}], local "
+          "shift only {}\n[{}, {}], 60 s shift {} [{}, {}], full CAPE {} [{}, {}]",
+          lambda d: [v for a in (*ARMS, "cape") for v in tempo_vs34(a, "none", 1.3)]),
+    Fact("tempo 1.3, seeds 3 and 4: shift only and 60 s below none, full CAPE not",
+         "Global shift\nonly and the 60 s shift degrade a little less than `none` (CIs below 0); full CAPE's CI includes 0",
+         lambda d: [f"{a}: {x}" for a in ("cape_shift_only", "cape_shift60") for x in [tempo_vs34(a, "none", 1.3)]
+                    if not x[2] < 0] + _includes_zero34([("cape", "none", 1.3)])),
+    Claim("tempo 1.3, seeds 3 and 4: scaling only minus full CAPE", "Minus full CAPE's: global scaling only {} [{}, {}]\n"
+          "(seed 4 alone: {} [{}, {}])", lambda d: [*tempo_vs34("cape_scale_only", "cape", 1.3),
+                                                   *tempo_vs("cape_scale_only", "cape", 1.3)]),
+    Fact("tempo 1.3, seeds 3 and 4: no arm more than 0.10 below none", "No arm is more than 0.10 below `none`'s",
+         lambda d: [f"{a}: {x}" for a in (*ARMS, "cape") for x in [tempo_vs34(a, "none", 1.3)] if x[0] < -0.10 - 5e-3]),
+    Claim("tempo 1.3, seeds 3 and 4: none's ratio", "No arm is more than 0.10 below `none`'s {}×",
+          lambda d: [tempo_cells34("none")[1.3].ratio]),
+    Claim("opening: rate, seeds 3 and 4",
+          "the global shift alone degrades a little less than `none` at tempo 1.3\n({}× against {}×, {} [{}, {}]), and "
+          "global scaling alone is no longer above full CAPE\nwith its CI ({} [{}, {}])",
+          lambda d: [tempo_cells34("cape_shift_only")[1.3].ratio, tempo_cells34("none")[1.3].ratio,
+                     *tempo_vs34("cape_shift_only", "none", 1.3), *tempo_vs34("cape_scale_only", "cape", 1.3)]),
+    Fact("opening: scaling only not above full CAPE, seeds 3 and 4", "global scaling alone is no longer above full CAPE",
+         lambda d: _includes_zero34([("cape_scale_only", "cape", 1.3)])),
 ]
 CAPE_PARTS_DOCUMENTS = {README: CAPE_PARTS_CLAIMS}
 

@@ -57,10 +57,29 @@ AXIS_NAME = {"tempo": "tempo", "hop_ms": "hop (ms)"}
 METRICS = ("wer", "cer")
 # the paired comparisons: CAPE against each other PE
 RIVALS = ("none", "sinusoidal", "rope", "relative")
+# the PEs archived at their second seed (learned joins when its seed 1 is archived)
+SECOND_PES = PES
 
 
-def run(pe: str) -> Path:
-    return RATE / f"{pe}_ctc_s{RUN_SEED[pe]}"
+# the second seed of each PE (retrain.sh; its own table, seed<N>/): seed 3, learned's seed 1
+SECOND_SEED = {**{pe: 3 for pe in PES}, LEARNED: 1}
+# which runs a reader pools: the seed-4 tables' ("first"), the second seed's, or both ("pooled": crossed
+# CIs for rates and ratios; paired differences resample the utterances once for both seeds, which
+# are fixed)
+WHICH = ("first", "second", "pooled")
+
+
+def run(pe: str, seed: int | None = None) -> Path:
+    seed = RUN_SEED[pe] if seed is None else seed
+    return RATE / ("" if seed == RUN_SEED[pe] else f"seed{seed}") / f"{pe}_ctc_s{seed}"
+
+
+def runs(pe: str | Path, which: str = "first") -> list[Path]:
+    """``pe``'s runs that ``which`` pools (an archived run folder stands for itself)."""
+    if not isinstance(pe, str):
+        return [pe]
+    seeds = {"first": (RUN_SEED[pe],), "second": (SECOND_SEED[pe],), "pooled": (SECOND_SEED[pe], RUN_SEED[pe])}
+    return [run(pe, s) for s in seeds[which]]
 
 
 def rungs(axis: str) -> tuple[float, ...]:
@@ -85,43 +104,52 @@ def set_dir(pe: str | Path, test_set: str, axis: str, value: float) -> Path:
 
 
 @lru_cache(maxsize=None)
-def ladder(test_set: str, axis: str) -> dict:
-    """pe -> its `LabelLadder` (rates and ratios with CIs, as report/<set>/rate_<axis>.md)."""
+def ladder(test_set: str, axis: str, which: str = "first", pes: tuple[str, ...] = TABLE_PES) -> dict:
+    """pe -> its `LabelLadder` (rates and ratios with CIs, as report/<set>/rate_<axis>.md; ``which``:
+    `WHICH`)."""
     out = {}
-    for lad in rate_ladder([str(run(pe)) for pe in TABLE_PES], test_set, axis=axis, n_boot=N_BOOT):
+    for lad in rate_ladder([str(r) for pe in pes for r in runs(pe, which)], test_set, axis=axis, n_boot=N_BOOT):
         out[lad.label.split("/")[0]] = lad
-    if sorted(out) != sorted(TABLE_PES):
-        raise ValueError(f"{RATE}: labels {sorted(out)} in the archive, expected {sorted(TABLE_PES)}")
+    if sorted(out) != sorted(pes):
+        raise ValueError(f"{RATE}: labels {sorted(out)} in the archive, expected {sorted(pes)}")
     return out
 
 
-def rate(pe: str, test_set: str, axis: str, value: float, metric: str = "wer") -> tuple[float, float, float]:
-    r = ladder(test_set, axis)[pe].rungs[metric][float(value)]
+def _cell(pe, test_set, axis, value, metric, which):
+    pes = TABLE_PES if which == "first" else SECOND_PES
+    return ladder(test_set, axis, which, pes)[pe].rungs[metric][float(value)]
+
+
+def rate(pe: str, test_set: str, axis: str, value: float, metric: str = "wer", which: str = "first"
+         ) -> tuple[float, float, float]:
+    r = _cell(pe, test_set, axis, value, metric, which)
     return r.rate, r.ci_low, r.ci_high
 
 
-def ratio(pe: str, test_set: str, axis: str, value: float, metric: str = "wer") -> tuple[float, float, float]:
-    r = ladder(test_set, axis)[pe].rungs[metric][float(value)]
+def ratio(pe: str, test_set: str, axis: str, value: float, metric: str = "wer", which: str = "first"
+          ) -> tuple[float, float, float]:
+    r = _cell(pe, test_set, axis, value, metric, which)
     return r.ratio, r.ratio_ci_low, r.ratio_ci_high
 
 
 @lru_cache(maxsize=None)
-def difference(a: str, b: str, test_set: str, axis: str, value: float, metric: str = "wer"
-               ) -> tuple[float, float, float]:
-    """A's rate minus B's at one rung, in points, with its paired 95 % bootstrap CI over utterances."""
-    d = difference_ci([set_dir(a, test_set, axis, value)], [set_dir(b, test_set, axis, value)], metric=metric,
-                      n_boot=N_BOOT)
+def difference(a: str | Path, b: str | Path, test_set: str, axis: str, value: float, metric: str = "wer",
+               which: str = "first") -> tuple[float, float, float]:
+    """A's rate minus B's at one rung, in points, with its paired 95 % bootstrap CI over utterances
+    (pooled: the seeds' mean rates, the utterances resampled once for every seed of both)."""
+    d = difference_ci([set_dir(r, test_set, axis, value) for r in runs(a, which)],
+                      [set_dir(r, test_set, axis, value) for r in runs(b, which)], metric=metric, n_boot=N_BOOT)
     if d is None:
         raise ValueError(f"{a} vs {b} {test_set} {axis}={value:g}: no paired difference (files or utterances)")
     return d
 
 
-def _in_context(pe: str | Path, test_set: str, axis: str, value: float) -> InContextResult:
-    """The rung against the plain rung as an in-context result (whole: the rung; alone: plain)."""
-    rung = {r["id"]: r for r in read_records(set_dir(pe, test_set, axis, value) / PER_UTT)}
-    plain = {r["id"]: r for r in read_records(set_dir(pe, test_set, axis, plain_value(axis)) / PER_UTT)}
+def _in_context(folder: Path, test_set: str, axis: str, value: float) -> InContextResult:
+    """One run's rung against its plain rung as an in-context result (whole: the rung; alone: plain)."""
+    rung = {r["id"]: r for r in read_records(set_dir(folder, test_set, axis, value) / PER_UTT)}
+    plain = {r["id"]: r for r in read_records(set_dir(folder, test_set, axis, plain_value(axis)) / PER_UTT)}
     if sorted(rung) != sorted(plain):
-        raise ValueError(f"{pe} {test_set} {axis}={value:g}: other utterances than the plain rung")
+        raise ValueError(f"{folder} {test_set} {axis}={value:g}: other utterances than the plain rung")
     rows = tuple(RecordingRow(u, float(plain[u]["duration"]), 1, int(plain[u]["ref_chars"]),
                               int(rung[u]["char_errors"]), int(plain[u]["char_errors"]), int(plain[u]["ref_words"]),
                               int(rung[u]["errors"]), int(plain[u]["errors"])) for u in sorted(rung))
@@ -130,11 +158,12 @@ def _in_context(pe: str | Path, test_set: str, axis: str, value: float) -> InCon
 
 
 @lru_cache(maxsize=None)
-def ratio_difference(a: str | Path, b: str | Path, test_set: str, axis: str, value: float, metric: str = "wer"
-                     ) -> tuple[float, float, float]:
+def ratio_difference(a: str | Path, b: str | Path, test_set: str, axis: str, value: float, metric: str = "wer",
+                     which: str = "first") -> tuple[float, float, float]:
     """A's ratio to its plain rung minus B's, with the paired 95 % bootstrap CI over utterances (A, B:
-    PEs of this README or archived run folders)."""
-    return paired_ratio_difference([_in_context(a, test_set, axis, value)], [_in_context(b, test_set, axis, value)],
+    PEs of this README or archived run folders; pooled: each ratio over both seeds' errors)."""
+    return paired_ratio_difference([_in_context(r, test_set, axis, value) for r in runs(a, which)],
+                                   [_in_context(r, test_set, axis, value) for r in runs(b, which)],
                                    metric=metric, n_boot=N_BOOT)
 
 
@@ -213,14 +242,14 @@ def _each(test_set, axis, skip_plain=False):
     return [v for v in rungs(axis) if not (skip_plain and v == plain_value(axis))]
 
 
-def _faster_breaks_every_pe(d=None) -> list[str]:
+def _faster_breaks_every_pe(d=None, which="first") -> list[str]:
     """Every PE's ratio to the plain rung (learned's too) is above 1 with its whole CI at every faster rung."""
     out = []
     for test_set, axis in LADDERS:
-        for pe in TABLE_PES:
+        for pe in (TABLE_PES if which == "first" else SECOND_PES):
             for v in FASTER[axis]:
                 for metric in METRICS:
-                    r, lo, hi = ratio(pe, test_set, axis, v, metric)
+                    r, lo, hi = ratio(pe, test_set, axis, v, metric, which)
                     if lo <= 1:
                         out.append(f"{pe} {test_set} {axis}={v:g} {metric}: {r:.2f} [{lo:.2f}, {hi:.2f}]")
     return out
@@ -235,14 +264,14 @@ def _ratio_check(test_set, value, test, what, pes=TABLE_PES, metric="cer"):
     return out
 
 
-def _most_accurate(best, rivals, ladders, d=None) -> list[str]:
+def _most_accurate(best, rivals, ladders, d=None, which="first") -> list[str]:
     """``best`` more accurate than each rival at every rung of ``ladders`` (paired CIs), WER and CER."""
     return [e for test_set, axis in ladders for v in rungs(axis) for other in rivals for metric in METRICS
-            for e in supports("better", difference(best, other, test_set, axis, v, metric),
+            for e in supports("better", difference(best, other, test_set, axis, v, metric, which),
                               f"{best} vs {other} {test_set} {axis}={v:g} {metric}")]
 
 
-def _pattern(kind, other, expected, d=None, pe="cape") -> list[str]:
+def _pattern(kind, other, expected, d=None, pe="cape", which="first") -> list[str]:
     """``pe`` (CAPE) against ``other`` at every rung (non-plain for ratios) of the three ladders, both metrics:
     ``expected`` maps (set, axis, value, metric) to "better"/"worse" (rates) or "degrades
     less"/"degrades more" (ratios); every other cell must be "like" (its CI holds 0)."""
@@ -252,14 +281,14 @@ def _pattern(kind, other, expected, d=None, pe="cape") -> list[str]:
         for v in _each(test_set, axis, skip_plain=kind == "ratio"):
             for metric in METRICS:
                 word = expected.get((test_set, axis, v, metric), "like")
-                out += supports(word, f(pe, other, test_set, axis, v, metric),
+                out += supports(word, f(pe, other, test_set, axis, v, metric, which),
                                 f"{pe} vs {other} {kind} {test_set} {axis}={v:g} {metric}")
     return out
 
 
-def _cape_vs_none_ratio(d=None):
+def _cape_vs_none_ratio(d=None, which="first"):
     return _pattern("ratio", "none", {("test", axis, v, m): "degrades less" for axis, v in
-                                      (("tempo", 1.2), ("tempo", 1.3), ("hop_ms", 12.0)) for m in METRICS})
+                                      (("tempo", 1.2), ("tempo", 1.3), ("hop_ms", 12.0)) for m in METRICS}, which=which)
 
 
 def _durations(pe, test_set, axis, value):
@@ -401,25 +430,83 @@ def _meta_n_boot(pe):
 
 
 def _seed3_status() -> list[str]:
-    """The seed-3 lane's record (retrained.jsonl): exactly the four runs the README names, none reproduced.
-    The fifth run's archive makes this fail on purpose: the sentence and the tables then take seed 3."""
+    """The retrain lane's record (retrained.jsonl): the five PEs' seed-3 runs, none reproduced."""
     import json
     lines = [json.loads(x) for x in (RATE / "retrained.jsonl").read_text().splitlines() if x.strip()]
-    want = {f"{pe}_ctc_s3" for pe in ("rope", "relative", "sinusoidal", "none")}
-    return ([] if {x["run"] for x in lines} == want else [f"retrained.jsonl holds {sorted(x['run'] for x in lines)}"])\
+    lines = [x for x in lines if x["run"].endswith("_s3")]
+    want = {f"{pe}_ctc_s3" for pe in PES}
+    return ([] if sorted(x["run"] for x in lines) == sorted(want) else [f"retrained.jsonl holds {sorted(x['run'] for x in lines)}"])\
         + [f"{x['run']} reproduced" for x in lines if x["reproduced"]]
 
 
-RATE_CLAIMS.append(Fact("seed 3: four archived, none reproduced", "four are archived (RoPE, relative, sinusoidal, `none`; "
-                        "CAPE's next) and\nnone of them reproduces its archived run", lambda d: _seed3_status()))
+RATE_CLAIMS.append(Fact("seed 3: five archived, none reproduced", "none reproduces the study's archived seed-3 run",
+                        lambda d: _seed3_status()))
+
+# ---------------------------------------------------------------- seed 3, and both seeds pooled
+
+SHORT_TEMPI = tuple(v for v in rungs("tempo") if v != PLAIN["tempo"])
+
+
+def _pooled_table(d=None) -> list[float]:
+    return [x for pe in ORDER for v in SHORT_TEMPI for x in ratio(pe, ALONE, "tempo", v, "cer", "pooled")]
+
+
+POOLED_TABLE = ("| PE | " + " | ".join(f"{v:g}" for v in SHORT_TEMPI) + " |\n| --- |" + " ---: |" * len(SHORT_TEMPI)
+                + "\n" + "\n".join(f"| {NAME[pe]} | " + " | ".join(["{} [{}, {}]"] * len(SHORT_TEMPI)) + " |"
+                                    for pe in ORDER))
+_CAPE_WORSE = {(t, a, v, m): "worse" for t, a in LADDERS for v in rungs(a) for m in METRICS}
+# the two cells where seed 3's CAPE is not less accurate than its `none` with the paired CI
+_CAPE_NOT_WORSE_S3 = ((ALONE, "tempo", 1.0, "wer"), (ALONE, "tempo", 1.3, "wer"))
+_SECOND = "second"
+RATE_CLAIMS += [
+    Claim("opening: seed 3", "30 % faster speech multiplies the short pool's CER by {}× for `none`, {}× for sinusoidal,\n"
+          "{}× for CAPE, {}× for RoPE and {}× for relative",
+          lambda d: [ratio(pe, ALONE, "tempo", 1.3, "cer", "pooled")[0] for pe in ("none", "sinusoidal", "cape", "rope",
+                                                                                     "relative")]),
+    Fact("opening: pooled, CAPE less accurate than none everywhere", "pooled over seeds 3 and 4, CAPE is less accurate "
+         "than `none` at every rung of every ladder (paired\nCIs)", lambda d: _pattern("rate", "none", _CAPE_WORSE,
+                                                                                         which="pooled")),
+    Fact("seed 3 alone: faster speech breaks every PE", "faster speech breaks every PE (ratio to the plain rung above 1 "
+         "with its CI at every faster rung\n  of every ladder, WER and CER)", lambda d: _faster_breaks_every_pe(which=_SECOND)),
+    Fact("seed 3 alone: RoPE and relative degrade more on the short pool, and are more accurate",
+         "on the short pool RoPE and relative degrade more than `none`, sinusoidal and CAPE at tempo 1.1,\n  1.2 and 1.3, "
+         "and are more accurate than them at every rung (paired CIs, WER and CER)",
+         lambda d: [e for pe in ("rope", "relative") for other in ("none", "sinusoidal", "cape") for v in FASTER["tempo"]
+                    for m in METRICS for e in supports("degrades more", ratio_difference(pe, other, ALONE, "tempo", v, m,
+                                                                                          _SECOND), f"{pe} vs {other} {v:g} {m}")]
+         + [e for pe in ("rope", "relative") for e in _most_accurate(pe, ("none", "sinusoidal", "cape"), LADDERS[2:],
+                                                                     which=_SECOND)]),
+    Fact("seed 3 alone: relative most accurate on test", "relative\n  is again the most accurate PE at every rung of both "
+         "ladders of `test`", lambda d: _most_accurate("relative", ("none", "sinusoidal", "rope", "cape"), LADDERS[:2],
+                                                       which=_SECOND)),
+    Fact("seed 3 alone: CAPE vs none ratio", "CAPE's ratio grows less than `none`'s at tempo 1.2 and 1.3 and at hop 12 ms "
+         "on `test` (WER and\n  CER;", lambda d: _cape_vs_none_ratio(which=_SECOND)),
+    Claim("seed 3 alone: CAPE vs none ratio at tempo 1.3", "at tempo 1.3 in WER {} [{}, {}]) and within the paired CI on "
+          "the short pool", lambda d: ratio_difference("cape", "none", "test", "tempo", 1.3, "wer", _SECOND)),
+    Fact("seed 3 alone: CAPE less accurate than none but at two cells", "CAPE is less accurate than `none` at every rung "
+         "of every ladder but two, where the paired CI\n  touches 0", lambda d: _pattern(
+             "rate", "none", {k: v for k, v in _CAPE_WORSE.items() if k not in _CAPE_NOT_WORSE_S3}, which=_SECOND)),
+    Claim("seed 3 alone: the two cells", "the short pool's WER as recorded, {} [{}, {}], and at tempo 1.3, {} [{}, {}]",
+          lambda d: [x for k in _CAPE_NOT_WORSE_S3 for x in difference("cape", "none", *k, _SECOND)]),
+    Fact("pooled: CAPE vs sinusoidal", "Pooled over both seeds, CAPE is more accurate than sinusoidal on `test` at tempo "
+         "0.8, 0.9 and 1 and\nat hops of 8, 9 and 10 ms (WER and CER) and 11 ms (CER), within the paired CIs at the "
+         "faster rungs,\nand less accurate on the short pool at every rung (paired CIs, WER and CER)",
+         lambda d: _pattern("rate", "sinusoidal", {
+             **{("test", "tempo", v, m): "better" for v in (0.8, 0.9, 1.0) for m in METRICS},
+             **{("test", "hop_ms", v, m): "better" for v in (8.0, 9.0, 10.0) for m in METRICS},
+             ("test", "hop_ms", 11.0, "cer"): "better",
+             **{(ALONE, "tempo", v, m): "worse" for v in rungs("tempo") for m in METRICS}}, which="pooled")),
+    Claim("seed 3: sinusoidal on test as recorded", "seed 3's sinusoidal has {} % WER there as\nrecorded, seed 4's {} %",
+          lambda d: [rate("sinusoidal", "test", "tempo", 1.0, "wer", w)[0] for w in (_SECOND, "first")]),
+    Claim("pooled table: short pool CER ratios", POOLED_TABLE, _pooled_table),
+]
 RATE_DOCUMENTS = {README: RATE_CLAIMS}
 # what recipes/synth/RESULTS.md says of the rate study (claims.py adds them to its CLAIMS)
 RATE_RESULTS_CLAIMS = [
     Claim("RESULTS: tempo 1.3 CER ratios on the short pool", "multiplies the CER of 2-3 s utterances by {}-{}×",
-          lambda d: _minmax(ratio(pe, ALONE, "tempo", 1.3, "cer")[0] for pe in PES)),
+          lambda d: _minmax(ratio(pe, ALONE, "tempo", 1.3, "cer", "pooled")[0] for pe in PES)),
     Fact("RESULTS: CAPE less accurate than none everywhere", "CAPE is less accurate than `none` at every rung of "
-         "every ladder.", lambda d: _pattern("rate", "none", {(t, a, v, m): "worse" for t, a in LADDERS
-                                                              for v in rungs(a) for m in METRICS})),
+         "every ladder.", lambda d: _pattern("rate", "none", _CAPE_WORSE, which="pooled")),
 ]
 
 

@@ -19,12 +19,17 @@ draw() {  # <out> <run path>...
   "$PY" scripts/plot_rate_ladder.py "$@" --test-set test --axis hop_ms --out "$out/test"
   "$PY" scripts/plot_rate_ladder.py "$@" --test-set ladder_test_alone --axis tempo --out "$out/ladder_test_alone"
 }
-mapfile -t SEED4 < <("$PY" -m asr_pe.results_table list "$HERE")
+ordered() {  # a table's runs in the study's PE order (the reports' row order), then any other
+  local all; all=$("$PY" -m asr_pe.results_table list "$1")
+  for pe in none sinusoidal rope relative cape learned_wrap; do grep -E "/${pe}_ctc_s[0-9]+$" <<< "$all" || true; done
+  grep -vE "/(none|sinusoidal|rope|relative|cape|learned_wrap)_ctc_s[0-9]+$" <<< "$all" || true
+}
+mapfile -t SEED4 < <(ordered "$HERE")
 draw "$HERE/report" "${SEED4[@]}"
 ALL=("${SEED4[@]}")
 for table in "$HERE"/seed*/results.jsonl.xz; do
   [ -f "$table" ] || continue
-  mapfile -t RUNS < <("$PY" -m asr_pe.results_table list "$(dirname "$table")")
+  mapfile -t RUNS < <(ordered "$(dirname "$table")")
   draw "$(dirname "$table")/report" "${RUNS[@]}"
   ALL+=("${RUNS[@]}")
 done
