@@ -58,7 +58,7 @@ METRICS = ("wer", "cer")
 # the paired comparisons: CAPE against each other PE
 RIVALS = ("none", "sinusoidal", "rope", "relative")
 # the PEs archived at their second seed (learned joins when its seed 1 is archived)
-SECOND_PES = PES
+SECOND_PES = TABLE_PES
 
 
 # the second seed of each PE (retrain.sh; its own table, seed<N>/): seed 3, learned's seed 1
@@ -398,7 +398,7 @@ RATE_CLAIMS += [
          "It is more accurate than sinusoidal at every rung of both ladders of\n  `test`, and than CAPE at every rung "
          "of the short pool (paired CIs)",
          lambda d: _most_accurate(LEARNED, ("sinusoidal",), LADDERS[:2]) + _most_accurate(LEARNED, ("cape",), LADDERS[2:])),
-    Claim("learned: its seed", "Seed {} is learned's only\n  checkpoint", lambda d: [_info(LEARNED)["seed"]]),
+    Claim("learned: its seed", "Seed {} is the length\n  ladder's retrain", lambda d: [_info(LEARNED)["seed"]]),
     Claim("CAPE's global scaling", "(λ log-uniform in [{}/{}, {}], the authors' value) stretches the position axis "
           "only, about a tempo of {}-{}",
           lambda d: [1, (s := float(_config().pe.input.max_global_scaling)), s, 1 / s, s]),
@@ -429,6 +429,17 @@ def _meta_n_boot(pe):
     return json.loads(locate(set_dir(pe, "test", "tempo", 1.0) / "buckets.meta.json").read_text())["settings"]["n_boot"]
 
 
+def _retrained_exactly(run_name: str) -> list[str]:
+    """The retrain lane's record of ``run_name``: every hypothesis equal to its archived run's."""
+    import json
+    lines = [json.loads(x) for x in (RATE / "retrained.jsonl").read_text().splitlines() if x.strip()]
+    got = [x for x in lines if x["run"] == run_name]
+    if len(got) != 1:
+        return [f"retrained.jsonl holds {len(got)} lines of {run_name}"]
+    x = got[0]
+    return [] if x["reproduced"] and x["test"]["differing"] == 0 and x["longform"]["differing"] == 0 else [str(x)]
+
+
 def _seed3_status() -> list[str]:
     """The retrain lane's record (retrained.jsonl): the five PEs' seed-3 runs, none reproduced."""
     import json
@@ -448,12 +459,12 @@ SHORT_TEMPI = tuple(v for v in rungs("tempo") if v != PLAIN["tempo"])
 
 
 def _pooled_table(d=None) -> list[float]:
-    return [x for pe in ORDER for v in SHORT_TEMPI for x in ratio(pe, ALONE, "tempo", v, "cer", "pooled")]
+    return [x for pe in (*ORDER, LEARNED) for v in SHORT_TEMPI for x in ratio(pe, ALONE, "tempo", v, "cer", "pooled")]
 
 
 POOLED_TABLE = ("| PE | " + " | ".join(f"{v:g}" for v in SHORT_TEMPI) + " |\n| --- |" + " ---: |" * len(SHORT_TEMPI)
-                + "\n" + "\n".join(f"| {NAME[pe]} | " + " | ".join(["{} [{}, {}]"] * len(SHORT_TEMPI)) + " |"
-                                    for pe in ORDER))
+                + "\n" + "\n".join(f"| {NAME[pe] if pe != LEARNED else 'learned (seeds 0, 1)'} | "
+                                    + " | ".join(["{} [{}, {}]"] * len(SHORT_TEMPI)) + " |" for pe in (*ORDER, LEARNED)))
 _CAPE_WORSE = {(t, a, v, m): "worse" for t, a in LADDERS for v in rungs(a) for m in METRICS}
 # the two cells where seed 3's CAPE is not less accurate than its `none` with the paired CI
 _CAPE_NOT_WORSE_S3 = ((ALONE, "tempo", 1.0, "wer"), (ALONE, "tempo", 1.3, "wer"))
@@ -466,7 +477,7 @@ RATE_CLAIMS += [
     Fact("opening: pooled, CAPE less accurate than none everywhere", "pooled over seeds 3 and 4, CAPE is less accurate "
          "than `none` at every rung of every ladder (paired\nCIs)", lambda d: _pattern("rate", "none", _CAPE_WORSE,
                                                                                          which="pooled")),
-    Fact("seed 3 alone: faster speech breaks every PE", "faster speech breaks every PE (ratio to the plain rung above 1 "
+    Fact("seed 3 alone: faster speech breaks every PE", "faster speech breaks every PE, learned's seed 1 included (ratio to the plain rung above 1 "
          "with its CI at every faster rung\n  of every ladder, WER and CER)", lambda d: _faster_breaks_every_pe(which=_SECOND)),
     Fact("seed 3 alone: RoPE and relative degrade more on the short pool, and are more accurate",
          "on the short pool RoPE and relative degrade more than `none`, sinusoidal and CAPE at tempo 1.1,\n  1.2 and 1.3, "
@@ -499,6 +510,20 @@ RATE_CLAIMS += [
     Claim("seed 3: sinusoidal on test as recorded", "seed 3's sinusoidal has {} % WER there as\nrecorded, seed 4's {} %",
           lambda d: [rate("sinusoidal", "test", "tempo", 1.0, "wer", w)[0] for w in (_SECOND, "first")]),
     Claim("pooled table: short pool CER ratios", POOLED_TABLE, _pooled_table),
+    Fact("learned seed 1 reproduces its archived run", "which reproduces the archived\n`../runs/learned_wrap_ctc_s1` "
+         "exactly: every test and long-form hypothesis the same", lambda d: _retrained_exactly("learned_wrap_ctc_s1")),
+    Fact("learned, pooled: like none", "pooled with seed 0, its ratio is within the paired CI of\n`none`'s (seeds 3 and 4) "
+         "at every rung of every ladder (WER and CER)", lambda d: _pattern("ratio", "none", {}, pe=LEARNED, which="pooled")),
+    Fact("learned, seed 1 alone: like none but one cell", "alone, at every rung but one,\nthe short pool's tempo 1.2 in WER",
+         lambda d: _pattern("ratio", "none", {(ALONE, "tempo", 1.2, "wer"): "degrades more"}, pe=LEARNED, which=_SECOND)),
+    Claim("learned, seed 1 alone: the cell", "the short pool's tempo 1.2 in WER ({} [{}, {}])",
+          lambda d: ratio_difference(LEARNED, "none", ALONE, "tempo", 1.2, "wer", _SECOND)),
+    Claim("learned, seed 1: tempo 1.3 short pool", "At tempo 1.3 its short-pool CER is {}×\nits value as recorded",
+          lambda d: [ratio(LEARNED, ALONE, "tempo", 1.3, "cer", _SECOND)[0]]),
+    Fact("learned, seed 1: more accurate than sinusoidal on test, than CAPE on the short pool",
+         "it is again more accurate than sinusoidal at every rung of both\nladders of `test` and than CAPE at every rung "
+         "of the short pool (paired CIs)", lambda d: _most_accurate(LEARNED, ("sinusoidal",), LADDERS[:2], which=_SECOND)
+         + _most_accurate(LEARNED, ("cape",), LADDERS[2:], which=_SECOND)),
 ]
 RATE_DOCUMENTS = {README: RATE_CLAIMS}
 # what recipes/synth/RESULTS.md says of the rate study (claims.py adds them to its CLAIMS)
