@@ -1891,10 +1891,48 @@ ATTENTION_NOTE_CLAIMS = [
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
 
+TRANSDUCER = STUDY / "transducer"
+
+
+def _transducer_vs_ctc(d, pe: str, seed: int) -> list[float]:
+    """A transducer run's CER of the test pool decoded alone and its 160 s in-context ratio (CI),
+    the CTC run's of the same PE and seed (study/ladder/), and their paired difference."""
+    t, c = str(TRANSDUCER / f"{pe}_transducer_s{seed}"), str(LADDER / f"{pe}_ctc_s{seed}")
+    tt, cc = d.ladder((t,), "gap500ms", 160), d.ladder((c,), "gap500ms", 160)
+    return [tt.alone, cc.alone, tt.ratio, tt.ci_low, tt.ci_high, cc.ratio, cc.ci_low, cc.ci_high,
+            *d.ladder_difference((t,), (c,), "gap500ms", 160)]
+
+
+def _transducer_choice(run: str) -> dict:
+    import json
+    return json.loads((TRANSDUCER / "reports" / f"{run}.choice.json").read_text())
+
+
+TRANSDUCER_NOTE_CLAIMS = [
+    Claim("none s2: transducer vs CTC", "3.15 % CER on the ladder's 2-3 s test utterances\n  decoded alone, against {} % "
+          "for CTC".replace("3.15", "{}"), lambda d: _transducer_vs_ctc(d, "none", 2)[:2]),
+    Claim("none s2: in context", "1.15× [1.09, 1.20] against 1.14× [1.10, 1.18]; paired\n  over the recordings, "
+          "transducer minus CTC +0.01 [−0.06, +0.08]".replace("1.15× [1.09, 1.20] against 1.14× [1.10, 1.18]",
+                                                             "{}× [{}, {}] against {}× [{}, {}]")
+          .replace("+0.01 [−0.06, +0.08]", "{} [{}, {}]"), lambda d: _transducer_vs_ctc(d, "none", 2)[2:]),
+    Fact("none s2: degrades as CTC does", "It degrades with length as CTC does",
+         lambda d: [] if (x := _transducer_vs_ctc(d, "none", 2))[9] <= 0 <= x[10] else [f"paired difference {x[8:]}"]),
+    Fact("none s2: the archive holds one transducer run", "1 of the 10 runs archived",
+         lambda d: [] if (r := __import__("asr_pe.results_table", fromlist=["runs_in"]).runs_in(TRANSDUCER))
+         == ["none_transducer_s2"] else [f"archived: {r}"]),
+    Claim("none s2: the window on dev", "`window:2.5` ({} %) and the plain\n  decoding ({} %) are within {} points",
+          lambda d: [(c := _transducer_choice("none_transducer_s2"))["dev_rates"]["window:2.5"], c["dev_rates"]["plain"],
+                     abs(c["dev_rates"]["window:2.5"] - c["dev_rates"]["plain"])]),
+    Fact("none s2: the window chosen by the rule", "the window was chosen by the rule (lowest dev CER)",
+         lambda d: [] if (c := _transducer_choice("none_transducer_s2"))["chosen"] == min(c["dev_rates"], key=c["dev_rates"].get)
+         else [str(c)]),
+]
+
+
 DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, ATTENTION_S4.parent / "README.md": ATTENTION_NOTE_CLAIMS, STUDY / "retrain" / "README.md": RETRAIN_NOTE_CLAIMS,
              STUDY / "hybrid" / "README.md": HYBRID_NOTE_CLAIMS, LADDER / "README.md": LADDER_NOTE_CLAIMS,
              STUDY / "seeds" / "README.md": SEEDS_NOTE_CLAIMS, STUDY / FT / "README.md": FINETUNE_NOTE_CLAIMS,
-             STUDY / "remedies_report" / "README.md": REMEDIES_NOTE_CLAIMS}
+             STUDY / "remedies_report" / "README.md": REMEDIES_NOTE_CLAIMS, TRANSDUCER / "README.md": TRANSDUCER_NOTE_CLAIMS}
 # issue 45: study/rate/README.md and study/natural_bins/README.md, their claims (and those of what
 # RESULTS.md says of them) in claims_rate.py and claims_natural_bins.py (run by path: recipes/ is no package)
 _RATE = __import__("runpy").run_path(str(RECIPE / "claims_rate.py"))
