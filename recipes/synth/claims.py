@@ -1855,9 +1855,19 @@ ATTENTION_NOTE_CLAIMS = [
     *_uniform("none_ctc_s4", "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % "
                  "[{}, {}] of its attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-4 s utterances)",
                  "uniform on long inputs too"),
+    *_uniform("none_ctc_s3", "at 160 s it attends {} s away on average, of {} s, with {} % [{}, {}]\nof its attention "
+              "within ±0.5 s of the query ({} % [{}, {}] on the 2-4 s utterances)", "attends as uniformly"),
+    Fact("none s3 attention: the rate lane's retrain, not the archived run", "which does **not** reproduce\nthe archived "
+         "`study/seeds/none_ctc_s3`",
+         lambda d: [] if not _rate_retrained("none_ctc_s3")["reproduced"] else ["none_ctc_s3 reproduced"]),
     *_uniform("cape_ctc_s4", "its mean attended distance at 160 s is {} s of {} s (a third of the recording),\nand {} % "
                  "[{}, {}] of its attention lies within ±0.5 s of the query there ({} % [{}, {}]\non the 2-4 s utterances)",
                  "uniform on long inputs as\nwell"),
+    *_uniform("cape_ctc_s3", "its attention lies {} s from the query on average at 160 s, of {} s, {} % [{},\n{}] "
+              "of it within ±0.5 s ({} % [{}, {}] on the 2-4 s utterances)", "is as uniform"),
+    Fact("cape s3 attention: the rate lane's retrain, not the archived run", "which does **not**\nreproduce the "
+         "archived `study/seeds/cape_ctc_s3`",
+         lambda d: [] if not _rate_retrained("cape_ctc_s3")["reproduced"] else ["cape_ctc_s3 reproduced"]),
     *_uniform("conv_ctc_s0", "at 160 s it attends {} s away on average, of {} s (a third of the\nrecording), "
               "with {} % [{}, {}] of its attention within ±0.5 s of the query ({} % [{}, {}]\non the 2-4 s "
               "utterances)", "uniform on long inputs, as `none`"),
