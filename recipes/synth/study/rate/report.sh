@@ -13,11 +13,15 @@ REPO=$(cd "$(dirname "$0")/../../../.." && pwd)
 HERE=recipes/synth/study/rate
 PY=${PY:-$REPO/.venv/bin/python}
 cd "$REPO"
+# every figure and table captioned with what the CAPE paper did (asr_pe/plots/cape_paper.py) and what
+# stands in for it here
+NOTE="Here: the embedded synthetic corpus (espeak-ng voices) in place of WSJ, a 6-layer 144-d Transformer, CTC."
 draw() {  # <out> <run path>...
   local out=$1; shift
-  "$PY" scripts/plot_rate_ladder.py "$@" --test-set test --axis tempo --out "$out/test"
-  "$PY" scripts/plot_rate_ladder.py "$@" --test-set test --axis hop_ms --out "$out/test"
-  "$PY" scripts/plot_rate_ladder.py "$@" --test-set ladder_test_alone --axis tempo --out "$out/ladder_test_alone"
+  local cap=(--paper-caption --note "$NOTE")
+  "$PY" scripts/plot_rate_ladder.py "$@" --test-set test --axis tempo --out "$out/test" "${cap[@]}"
+  "$PY" scripts/plot_rate_ladder.py "$@" --test-set test --axis hop_ms --out "$out/test" "${cap[@]}"
+  "$PY" scripts/plot_rate_ladder.py "$@" --test-set ladder_test_alone --axis tempo --out "$out/ladder_test_alone" "${cap[@]}"
 }
 ordered() {  # a table's runs in the study's PE order (the reports' row order), then any other
   local all; all=$("$PY" -m asr_pe.results_table list "$1")
