@@ -1880,6 +1880,11 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("learned s0 attention: the lane's retrain, not the archived run", "(the lane's retraining, which does **not** "
          "reproduce the\narchived `study/runs/learned_wrap_ctc_s0`",
          lambda d: ["learned_wrap_ctc_s0 reproduced"] if _more_pes_retrained("learned_wrap", 0)["reproduced"] else []),
+    *_uniform("learned_wrap_ctc_s1", "{} s from the query on average at 160 s, of {} s, and {} % [{}, {}] within "
+              "±0.5 s there\n({} % [{}, {}] on the 2-4 s utterances)", "spreads the same\nway"),
+    Fact("learned s1 attention: the rate lane's retrain, the archived run", "which reproduces the\narchived "
+         "`study/runs/learned_wrap_ctc_s1` exactly",
+         lambda d: [] if _rate_retrained("learned_wrap_ctc_s1")["reproduced"] else ["learned_wrap_ctc_s1 not reproduced"]),
     Claim("ALiBi s0 local share and distance",
           "{} % [{}, {}] of its attention within ±0.5 s on the "
           "2-4 s utterances, {} % on the 20 s\nrung and still {} % [{}, {}] at 160 s, where its mean attended distance is "
