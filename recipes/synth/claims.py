@@ -1885,6 +1885,30 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("learned s1 attention: the rate lane's retrain, the archived run", "which reproduces the\narchived "
          "`study/runs/learned_wrap_ctc_s1` exactly",
          lambda d: [] if _rate_retrained("learned_wrap_ctc_s1")["reproduced"] else ["learned_wrap_ctc_s1 not reproduced"]),
+    Claim("Shaw s1 local share per rung and distance",
+          "on the 2-4 s utterances\n{} % [{}, {}] of it lies within ±0.5 s, then {} % (5 s rung), {} % (10 s), {} % (20 s),\n"
+          "{} % (40 s), {} % (80 s) and {} % [{}, {}] (160 s); its mean attended distance at 160 s is\n{} s of {} s.",
+          lambda d: [*_pct(run_attention("shaw_ctc_s1", "ladder_test_alone"))[:3],
+                     *[100 * run_attention("shaw_ctc_s1", f"ladder_test_gap500ms_{r}")[0] for r in ATTENTION_RUNGS],
+                     *_pct(run_attention("shaw_ctc_s1", "ladder_test_gap500ms_160"))[:3],
+                     run_attention("shaw_ctc_s1", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     run_attention("shaw_ctc_s1", "ladder_test_gap500ms_160", "duration")[0]]),
+    Fact("Shaw s1: falls at every rung, from below RoPE s4's start", "its attention spreads with length as RoPE's does, "
+         "from a lower start",
+         lambda d: [f"{a} -> {b}: {x:.3f} -> {y:.3f}" for sets in [["ladder_test_alone", *(f"ladder_test_gap500ms_{r}"
+                                                                                          for r in (5, 10, 20, 40, 80, 160))]]
+                    for a, b, x, y in zip(sets, sets[1:], [run_attention("shaw_ctc_s1", z)[0] for z in sets],
+                                          [run_attention("shaw_ctc_s1", z)[0] for z in sets[1:]]) if not y < x]
+         + ([] if run_attention("shaw_ctc_s1", "ladder_test_alone")[2] < rope_s4_attention("ladder_test_alone")[1]
+            else ["Shaw s1 starts no lower than RoPE s4"])),
+    Claim("Shaw s1: the retrain differs from the archived run", "its\ndecodings differ from the archived "
+          "`study/runs/shaw_ctc_s1` in {} of {} test hypotheses",
+          lambda d: [(x := __import__("json").loads((ATTENTION_S4.parent / "shaw_ctc_s1" / "retrained.json").read_text()))
+                     ["test"]["differing"], x["test"]["utterances"]]),
+    Claim("Shaw's clip", "every offset beyond its clip ({} frames,\n{} s)",
+          lambda d: [int((c := __import__("omegaconf").OmegaConf.load(ATTENTION_S4.parent.parent.parent.parent.parent
+                                                                       / "conf" / "pe" / "shaw.yaml")).attention.max_distance),
+                     c.attention.max_distance * 0.04]),
     Claim("ALiBi s0 local share and distance",
           "{} % [{}, {}] of its attention within ±0.5 s on the "
           "2-4 s utterances, {} % on the 20 s\nrung and still {} % [{}, {}] at 160 s, where its mean attended distance is "
