@@ -1947,24 +1947,54 @@ def _transducer_choice(run: str) -> dict:
     return json.loads((TRANSDUCER / "reports" / f"{run}.choice.json").read_text())
 
 
+def _transducer_pair(d, pe: str, other: str, loss: str) -> list[float]:
+    """``pe`` minus ``other`` in context at 160 s, seed 2, with the transducer or CTC head, paired."""
+    folder = TRANSDUCER if loss == "transducer" else LADDER
+    return list(d.ladder_difference((str(folder / f"{pe}_{loss}_s2"),), (str(folder / f"{other}_{loss}_s2"),),
+                                    "gap500ms", 160))
+
+
+def _grows_at_every_doubling(ratios: list[float]) -> list[str]:
+    return [] if all(b > a for a, b in zip(ratios, ratios[1:])) else [f"ratios {ratios}"]
+
+
+def _transducer_window(run: str) -> list[float]:
+    c = _transducer_choice(run)
+    return [c["dev_rates"]["window:2.5"], c["dev_rates"]["plain"]]
+
+
 TRANSDUCER_NOTE_CLAIMS = [
-    Claim("none s2: transducer vs CTC", "3.15 % CER on the ladder's 2-3 s test utterances\n  decoded alone, against {} % "
-          "for CTC".replace("3.15", "{}"), lambda d: _transducer_vs_ctc(d, "none", 2)[:2]),
-    Claim("none s2: in context", "1.15× [1.09, 1.20] against 1.14× [1.10, 1.18]; paired\n  over the recordings, "
-          "transducer minus CTC +0.01 [−0.06, +0.08]".replace("1.15× [1.09, 1.20] against 1.14× [1.10, 1.18]",
-                                                             "{}× [{}, {}] against {}× [{}, {}]")
-          .replace("+0.01 [−0.06, +0.08]", "{} [{}, {}]"), lambda d: _transducer_vs_ctc(d, "none", 2)[2:]),
-    Fact("none s2: degrades as CTC does", "It degrades with length as CTC does",
+    Claim("opening: sinusoidal minus none, transducer and CTC", "sinusoidal minus `none` in context: {} [{}, {}] with "
+          "the\ntransducer, {} [{}, {}] with CTC",
+          lambda d: [*_transducer_pair(d, "sinusoidal", "none", "transducer"), *_transducer_pair(d, "sinusoidal", "none", "ctc")]),
+    Fact("opening: sinusoidal still degrades more than none, less than with CTC", "with the transducer head sinusoidal "
+         "still degrades more than `none`, but less than with CTC",
+         lambda d: ([] if _transducer_pair(d, "sinusoidal", "none", "transducer")[1] > 0 else ["not above none"])
+         + ([] if _transducer_vs_ctc(d, "sinusoidal", 2)[10] < 0 else ["not below CTC"])),
+    Claim("more accurate", "`none` 3.15 % CER on the ladder's 2-3 s test utterances\n  decoded alone, against {} % for "
+          "CTC; sinusoidal {} % against {} %".replace("3.15", "{}"),
+          lambda d: [*_transducer_vs_ctc(d, "none", 2)[:2], *_transducer_vs_ctc(d, "sinusoidal", 2)[:2]]),
+    Claim("none s2: in context", "{}× [{}, {}] against {}× [{}, {}]; paired\n  over the recordings, transducer minus CTC "
+          "{} [{}, {}]", lambda d: _transducer_vs_ctc(d, "none", 2)[2:]),
+    Fact("none s2: degrades as CTC does", "`none` degrades with length as with CTC",
          lambda d: [] if (x := _transducer_vs_ctc(d, "none", 2))[9] <= 0 <= x[10] else [f"paired difference {x[8:]}"]),
-    Fact("none s2: the archive holds one transducer run", "1 of the 10 runs archived",
+    Claim("sinusoidal s2: in context", "{}× [{}, {}] at 160 s against {}× [{}, {}], paired {} [{}, {}]",
+          lambda d: _transducer_vs_ctc(d, "sinusoidal", 2)[2:]),
+    Claim("sinusoidal s2: the doublings", "(1.10×\n  at 5 s to 1.25× at 160 s)".replace("1.10", "{}").replace("1.25", "{}"),
+          lambda d: [d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", r).ratio for r in (5, 160)]),
+    Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
+         lambda d: _grows_at_every_doubling([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
+                                             for x in (5, 10, 20, 40, 80, 160)])),
+    Fact("the archive holds two transducer runs", "2 of the 10 runs archived",
          lambda d: [] if (r := __import__("asr_pe.results_table", fromlist=["runs_in"]).runs_in(TRANSDUCER))
-         == ["none_transducer_s2"] else [f"archived: {r}"]),
-    Claim("none s2: the window on dev", "`window:2.5` ({} %) and the plain\n  decoding ({} %) are within {} points",
-          lambda d: [(c := _transducer_choice("none_transducer_s2"))["dev_rates"]["window:2.5"], c["dev_rates"]["plain"],
-                     abs(c["dev_rates"]["window:2.5"] - c["dev_rates"]["plain"])]),
-    Fact("none s2: the window chosen by the rule", "the window was chosen by the rule (lowest dev CER)",
-         lambda d: [] if (c := _transducer_choice("none_transducer_s2"))["chosen"] == min(c["dev_rates"], key=c["dev_rates"].get)
-         else [str(c)]),
+         == ["none_transducer_s2", "sinusoidal_transducer_s2"] else [f"archived: {r}"]),
+    Claim("the window on dev", "`none`'s `window:2.5` ({} %) and plain\n  decoding ({} %) are within {} points; "
+          "sinusoidal's `window:2.5` gives {} % against {} %\n  plain",
+          lambda d: [*(w := _transducer_window("none_transducer_s2")), abs(w[0] - w[1]),
+                     *_transducer_window("sinusoidal_transducer_s2")]),
+    Fact("the window chosen by the rule", "The window was chosen by the rule (lowest dev CER) for both",
+         lambda d: [str(c) for r in ("none_transducer_s2", "sinusoidal_transducer_s2") for c in [_transducer_choice(r)]
+                    if c["chosen"] != min(c["dev_rates"], key=c["dev_rates"].get)]),
 ]
 
 
