@@ -1954,7 +1954,7 @@ def _transducer_pair(d, pe: str, other: str, loss: str) -> list[float]:
                                     "gap500ms", 160))
 
 
-def _grows_at_every_doubling(ratios: list[float]) -> list[str]:
+def _transducer_rises(ratios: list[float]) -> list[str]:
     return [] if all(b > a for a, b in zip(ratios, ratios[1:])) else [f"ratios {ratios}"]
 
 
@@ -1983,7 +1983,7 @@ TRANSDUCER_NOTE_CLAIMS = [
     Claim("sinusoidal s2: the doublings", "(1.10×\n  at 5 s to 1.25× at 160 s)".replace("1.10", "{}").replace("1.25", "{}"),
           lambda d: [d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", r).ratio for r in (5, 160)]),
     Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
-         lambda d: _grows_at_every_doubling([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
+         lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
                                              for x in (5, 10, 20, 40, 80, 160)])),
     Fact("the archive holds two transducer runs", "2 of the 10 runs archived",
          lambda d: [] if (r := __import__("asr_pe.results_table", fromlist=["runs_in"]).runs_in(TRANSDUCER))
