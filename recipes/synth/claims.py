@@ -179,10 +179,9 @@ def _falls_below_s4(run: str) -> list[str]:
 
 def _rate_retrained(run: str) -> dict:
     """The rate lane's reproduction check of a retrained run (study/rate/retrained.jsonl)."""
-    import json
-    for line in (STUDY / "rate" / "retrained.jsonl").read_text().splitlines():
-        if line.strip() and json.loads(line)["run"] == run:
-            return json.loads(line)
+    for record in _RATE["retrained_records"]():
+        if record["run"] == run:
+            return record
     raise KeyError(f"{run} not in study/rate/retrained.jsonl")
 
 

@@ -429,11 +429,15 @@ def _meta_n_boot(pe):
     return json.loads(locate(set_dir(pe, "test", "tempo", 1.0) / "buckets.meta.json").read_text())["settings"]["n_boot"]
 
 
+def retrained_records() -> list[dict]:
+    """The retrain lane's reproduction records (retrained.jsonl), one a run: the one reader of the file."""
+    import json
+    return [json.loads(x) for x in (RATE / "retrained.jsonl").read_text().splitlines() if x.strip()]
+
+
 def _retrained_exactly(run_name: str) -> list[str]:
     """The retrain lane's record of ``run_name``: every hypothesis equal to its archived run's."""
-    import json
-    lines = [json.loads(x) for x in (RATE / "retrained.jsonl").read_text().splitlines() if x.strip()]
-    got = [x for x in lines if x["run"] == run_name]
+    got = [x for x in retrained_records() if x["run"] == run_name]
     if len(got) != 1:
         return [f"retrained.jsonl holds {len(got)} lines of {run_name}"]
     x = got[0]
@@ -441,10 +445,8 @@ def _retrained_exactly(run_name: str) -> list[str]:
 
 
 def _seed3_status() -> list[str]:
-    """The retrain lane's record (retrained.jsonl): the five PEs' seed-3 runs, none reproduced."""
-    import json
-    lines = [json.loads(x) for x in (RATE / "retrained.jsonl").read_text().splitlines() if x.strip()]
-    lines = [x for x in lines if x["run"].endswith("_s3")]
+    """The retrain lane's record: the five PEs' seed-3 runs, none reproduced."""
+    lines = [x for x in retrained_records() if x["run"].endswith("_s3")]
     want = {f"{pe}_ctc_s3" for pe in PES}
     return ([] if sorted(x["run"] for x in lines) == sorted(want) else [f"retrained.jsonl holds {sorted(x['run'] for x in lines)}"])\
         + [f"{x['run']} reproduced" for x in lines if x["reproduced"]]
