@@ -106,7 +106,11 @@ case "$1" in
       stage) mkdir -p "$4/$(basename "$3")" ;;
       reports) mkdir -p "$4"; touch "$4/$(basename "$3").md" "$4/$(basename "$3").choice.json" ;;
       summary) echo "$4: chosen window:2.5" ;;
+      reproduce) echo "$3" >> "$7"; echo '{"run": "x", "reproduced": false}' ;;
+      attention-summary) echo "$(basename "$3"): local share alone 80.0 %" ;;
     esac ;;
+  scripts/attention_vs_length.py)
+    mkdir -p "${2#run=}/attention_stats" && touch "${2#run=}/attention_stats/attention_stats.csv" ;;
   train.py)
     loss=ctc
     for a in "$@"; do case "$a" in hydra.sweep.dir=*) d=${a#*=} ;; pe=*) pe=${a#*=} ;; seed=*) seed=${a#*=} ;;
@@ -118,7 +122,7 @@ exit 0
 '''
 
 
-def _lane(tmp_path, *, with_code: bool):
+def _lane(tmp_path, *, with_code: bool, stages=("3", "4")):
     """A checkout holding backlog.sh (and, ``with_code``, the files stages 3-4 need), a stand-in Python
     that records its calls and writes what each step leaves, and checked inputs."""
     import os
@@ -143,8 +147,9 @@ def _lane(tmp_path, *, with_code: bool):
     (work / "inputs_checked").write_text("checked\n")
     env = {**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(tmp_path / "calls.log"), "ASR_PE_CACHE": str(tmp_path),
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    proc = subprocess.run(["bash", str(repo / "recipes" / "synth" / "study" / "backlog.sh"), "--stage", "3",
-                           "--work_dir", str(work), "--nice", "0"], capture_output=True, text=True, env=env,
+    proc = subprocess.run(["bash", str(repo / "recipes" / "synth" / "study" / "backlog.sh"), "--stage", stages[0],
+                           "--stop_stage", stages[1], "--work_dir", str(work), "--nice", "0"],
+                          capture_output=True, text=True, env=env,
                           timeout=300)
     calls = (tmp_path / "calls.log").read_text().splitlines() if (tmp_path / "calls.log").exists() else []
     return proc, calls, repo, work
@@ -183,6 +188,53 @@ def test_stages_3_and_4_refuse_a_checkout_without_their_code(tmp_path):
     assert proc.returncode == 1 and not [c for c in calls if c.startswith("train.py")]
     assert "stage 3 needs scripts/evaluate_rates.py, which this checkout" in proc.stdout
     assert "stage 4 needs asr_pe/models/transducer.py" in proc.stdout
+
+
+def test_stage_5_trains_the_arms_again_measures_their_attention_and_commits_each_run(tmp_path):
+    proc, calls, repo, work = _lane(tmp_path, with_code=False, stages=("5", "5"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ladder = tmp_path / "synth_ladder" / "3b1c23b1774d"
+    train = [c for c in calls if c.startswith("train.py")]
+    assert len(train) == 8 + 10 + 9   # arm 3 (4 PEs x 2 seeds), the Conformer (5 x 2), arm 3 at 3x (3 x 3)
+    first = f"{work}/runs/arms/frontend70/relative_ctc_s0"
+    assert train[0] == f"train.py -m experiment=synth_arm_frontend70 hydra.sweep.dir={work}/runs/arms/frontend70 pe=relative seed=0"
+    assert train[8] == f"train.py -m experiment=synth_arm_conformer hydra.sweep.dir={work}/runs/arms/conformer pe=none seed=0"
+    assert train[-1] == (f"train.py -m experiment=synth_arm_frontend70_long hydra.sweep.dir={work}/runs/arms/frontend70_long "
+                         "pe=cape seed=2")
+    after = calls[calls.index(train[0]) + 1:calls.index(train[1])]
+    dest = repo / "recipes/synth/study/attention/arms/frontend70"
+    sets = ",".join([f"{ladder}/ladder_test_alone.jsonl"] + [f"{ladder}/ladder_test_gap500ms_{r}.jsonl"
+                                                            for r in (5, 10, 20, 40, 80, 160)])
+    assert after == [
+        f"recipes/synth/study/backlog.py reproduce {first} --study recipes/synth/study/arms/frontend70 "
+        f"--out {dest}/retrained.jsonl",
+        f"scripts/attention_vs_length.py run={first} per_bucket=50 data.test=[{sets}]",
+        f"recipes/synth/study/backlog.py stage {first} {work}/archive/arms/frontend70",
+        f"-m asr_pe.results_table add {dest} {work}/archive/arms/frontend70/relative_ctc_s0",
+        f"-m asr_pe.results_table check {dest} {work}/archive/arms/frontend70/relative_ctc_s0",
+        f"recipes/synth/study/backlog.py attention-summary {first}",
+        f"recipes/synth/study/backlog.py archived {repo}/recipes/synth/study/attention/arms/frontend70 none_ctc_s0 "
+        "--table-only"]
+    assert not [c for c in calls if "evaluate_ladder.py" in c]   # no ladder decoding: attention only
+    log = subprocess_log(repo)
+    assert len(log) == 1 + 27 and log[-1] == "start"
+    assert log[-2] == ("issue 48 point 7: arms/frontend70, relative_ctc_s0 retrained (archived run reproduced: false), "
+                       "its attention on the ladder's test pool; relative_ctc_s0: local share alone 80.0 %")
+    assert log[0].startswith("issue 48 point 7: arms/frontend70_long, cape_ctc_s2 retrained")
+    assert len((dest / "retrained.jsonl").read_text().splitlines()) == 8
+
+
+def test_the_attention_summary_reads_the_share_per_set(tmp_path):
+    run = tmp_path / "none_ctc_s0"
+    (run / "attention_stats").mkdir(parents=True)
+    (run / "attention_stats" / "attention_stats.csv").write_text(
+        "test_set,bucket,utt,duration,frames,layer,head,mean_distance_s,entropy,norm_entropy,local_mass\n"
+        "ladder_test_alone,2-4,u1,2.0,50,0,0,0.6,3.3,0.85,0.5\n"
+        "ladder_test_alone,2-4,u1,2.0,50,0,1,0.6,3.3,0.85,0.3\n"
+        "ladder_test_gap500ms_160,128-256,u2,192.0,4800,0,0,60.0,8.0,0.9,0.01\n")
+    assert backlog.attention_summary(run) == "none_ctc_s0: local share alone 40.0 %, gap500ms_160 1.0 %"
+    staged = backlog.stage(_write_out(STUDY / "seeds", "rope_ctc_s4", tmp_path / "runs"), tmp_path / "archive")
+    assert not (staged / "attention_stats").exists()
 
 
 def subprocess_log(repo) -> list[str]:

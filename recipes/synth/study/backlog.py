@@ -5,8 +5,9 @@ retrained run, the archive view of a run's ladder decodings, its dev-choice repo
     python recipes/synth/study/backlog.py reproduce RUN --study recipes/synth/study/seeds [--out FILE]
     python recipes/synth/study/backlog.py stage RUN OUT          # OUT/<run>/: what the archive keeps
     python recipes/synth/study/backlog.py reports RUN DEST       # DEST/<run>.md, DEST/<run>.choice.json
-    python recipes/synth/study/backlog.py archived DEST RUN      # exit 0 when DEST holds RUN's archive
+    python recipes/synth/study/backlog.py archived DEST RUN [--table-only]  # exit 0 when DEST holds RUN's archive
     python recipes/synth/study/backlog.py summary DEST RUN       # one line: the choice and test CERs
+    python recipes/synth/study/backlog.py attention-summary RUN  # one line: the local share per set
 
 Every comparison is exact (bytes or parsed JSON); a difference is printed and exits 1.
 """
@@ -125,6 +126,8 @@ def stage(run: Path, out: Path) -> Path:
             if f == "per_utt.jsonl" and d.name.startswith("ladder_dev_"):
                 continue
             shutil.copy2(d / f, dest / "eval" / d.name / f)
+    if (run / "attention_stats" / "attention_stats.csv").is_file():  # backlog.sh stage 5 measured it
+        shutil.copytree(run / "attention_stats", dest / "attention_stats")
     return dest
 
 
@@ -139,11 +142,26 @@ def reports(run: Path, dest: Path) -> None:
     (dest / f"{run.name}.choice.json").write_text(json.dumps(choice, indent=1) + "\n")
 
 
-def archived(dest: Path, run: str) -> bool:
+def archived(dest: Path, run: str, table_only: bool = False) -> bool:
+    """Whether ``dest``'s table holds ``run`` and, unless ``table_only`` (a run with no ladder
+    choice: stage 5), its ladder report and choice."""
     from asr_pe.results_table import runs_in
     table = dest / "results.jsonl.xz"
     return (table.is_file() and run in runs_in(dest)
-            and (dest / "reports" / f"{run}.choice.json").is_file() and (dest / "reports" / f"{run}.md").is_file())
+            and (table_only or ((dest / "reports" / f"{run}.choice.json").is_file()
+                                and (dest / "reports" / f"{run}.md").is_file())))
+
+
+def attention_summary(run: Path) -> str:
+    """One line for the commit message: the run's mean share of attention within its local span, per
+    set of ``attention_stats/attention_stats.csv`` (every recording has one row per layer and head)."""
+    import csv
+    shares: dict[str, list[float]] = {}
+    with open(run / "attention_stats" / "attention_stats.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            shares.setdefault(row["test_set"], []).append(float(row["local_mass"]))
+    return f"{run.name}: local share " + ", ".join(
+        f"{name.removeprefix('ladder_test_')} {100 * sum(v) / len(v):.1f} %" for name, v in shares.items())
 
 
 def summary(dest: Path, run: str) -> str:
@@ -172,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("archived")
     a.add_argument("dest", type=Path)
     a.add_argument("run")
+    a.add_argument("--table-only", action="store_true", help="the table alone (a run with no ladder choice)")
+    a = sub.add_parser("attention-summary")
+    a.add_argument("run", type=Path)
     a = sub.add_parser("summary")
     a.add_argument("dest", type=Path)
     a.add_argument("run")
@@ -195,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         reports(args.run, args.dest)
         return 0
     if args.cmd == "archived":
-        return 0 if archived(args.dest, args.run) else 1
+        return 0 if archived(args.dest, args.run, args.table_only) else 1
+    if args.cmd == "attention-summary":
+        print(attention_summary(args.run))
+        return 0
     if args.cmd == "summary":
         print(summary(args.dest, args.run))
         return 0

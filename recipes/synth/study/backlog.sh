@@ -19,6 +19,14 @@
 #   stage 4: issue 44 point 5, the transducer arm: loss=transducer with none, sinusoidal, rope,
 #            relative, cape, seeds 2 and 3, the CTC study's encoder and budget, on the ladder as stage 1
 #            -> study/transducer/
+#   stage 5: issue 48 point 7, the arms' attention with CIs: the arms' runs trained again (arm 3, the
+#            70 ms front end: relative, none, sinusoidal, CAPE, seeds 0, 1; arm 1, the Conformer: the
+#            five PEs, seeds 0, 1; arm 3 at 3x the steps: none, sinusoidal, CAPE, seeds 0-2), each
+#            compared with its archive (study/arms/<arm>/), then its attention measured on the
+#            ladder's test pool as study/attention/ measures it (scripts/attention_vs_length.py,
+#            per_bucket=50, the 0.5 s-gap rungs and the single utterances, with the commit
+#            checkout's code) -> study/attention/arms/<arm>/ (the run's own test and long-form
+#            decodings and attention_stats/ in the table; no ladder decoding)
 #   Stages 3-4 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
 #   worktree of such a commit, one commit for all the runs of a stage.
 #   Training since da33d49 (2026-11-27: SpecAugment's masks from a seed per item, the steps' random
@@ -42,7 +50,7 @@
 # study/ladder/ (seeds 2, 3), which RESULTS.md and the READMEs quote, stay what they quote until a
 # folder is complete.
 #
-# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 4] [--work_dir DIR] [--commit_repo DIR]
+# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 5] [--work_dir DIR] [--commit_repo DIR]
 #                                      [--threads 1] [--nice 10]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
 #   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
@@ -53,7 +61,7 @@ set -euo pipefail
 # One { ... } block, read whole before it runs: editing this file mid-run cannot change the running copy.
 {
 stage=0
-stop_stage=4
+stop_stage=5
 work_dir=$HOME/asr_pe_backlog
 commit_repo=""
 threads=1
@@ -250,6 +258,69 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   else
     failed=1
   fi
+fi
+# the arms' attention (stage 5): one run trained again, compared with its arm's archive, its
+# attention measured on the ladder's test pool, archived and committed
+attention_run() {  # arm (the folder of study/arms/) experiment pe seed
+  local arm=$1 exp=$2 pe=$3 seed=$4
+  local run=${pe}_ctc_s${seed} dest=recipes/synth/study/attention/arms/$arm
+  local runs_dir=$work_dir/runs/arms/$arm
+  local rundir=$runs_dir/$run runlog=$work_dir/logs/arms-$arm-$run.log
+  if run_py recipes/synth/study/backlog.py archived "$commit_repo/$dest" "$run" --table-only; then
+    log "  arms/$arm/$run: archived in $dest, skipped"; return 0
+  fi
+  if [ "$commit_repo" != "$repo" ] && [ -d "$commit_repo/$dest" ]; then
+    mkdir -p "$repo/$dest"; cp -r "$commit_repo/$dest/." "$repo/$dest/"
+  fi
+  if [ ! -f "$rundir/eval/done.json" ]; then
+    log "  arms/$arm/$run: training (log $runlog)"
+    run_py train.py -m experiment="$exp" hydra.sweep.dir="$runs_dir" pe="$pe" seed="$seed" >> "$runlog" 2>&1 \
+      || { log "  arms/$arm/$run: training FAILED (see $runlog)"; return 1; }
+  fi
+  [ -f "$rundir/eval/done.json" ] || { log "  arms/$arm/$run: no eval/done.json after training (see $runlog)"; return 1; }
+  mkdir -p "$repo/$dest"
+  local rep reproduced
+  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "recipes/synth/study/arms/$arm" \
+        --out "$repo/$dest/retrained.jsonl") || { log "  arms/$arm/$run: reproduction check FAILED"; return 1; }
+  log "  arms/$arm/$run: reproduction of study/arms/$arm/$run: $rep"
+  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
+  if [ ! -f "$rundir/attention_stats/attention_stats.csv" ]; then
+    log "  arms/$arm/$run: attention on the ladder's test pool (log $runlog)"
+    local sets="$ladder_dir/ladder_test_alone.jsonl" r
+    for r in 5 10 20 40 80 160; do sets+=",$ladder_dir/ladder_test_gap500ms_$r.jsonl"; done
+    # the statistics with the commit checkout's code (as study/attention/ measured the other runs)
+    (cd "$commit_repo" && PYTHONPATH="$commit_repo" run_py scripts/attention_vs_length.py run="$rundir" per_bucket=50 \
+       "data.test=[$sets]" >> "$runlog" 2>&1) || { log "  arms/$arm/$run: attention FAILED (see $runlog)"; return 1; }
+  fi
+  run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive/arms/$arm" > /dev/null \
+    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/arms/$arm/$run" \
+    && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive/arms/$arm/$run" \
+    || { log "  arms/$arm/$run: archiving FAILED"; return 1; }
+  local line
+  line=$(run_py recipes/synth/study/backlog.py attention-summary "$rundir") || return 1
+  log "  arms/$arm/$line"
+  commit_paths "issue 48 point 7: arms/$arm, $run retrained (archived run reproduced: $reproduced), its attention on the ladder's test pool; $line" \
+    "$dest/results.jsonl.xz" "$dest/retrained.jsonl"
+}
+
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
+  check_inputs
+  log "stage 5: the arms' attention (issue 48 point 7) -> recipes/synth/study/attention/arms/<arm>"
+  for seed in 0 1; do
+    for pe in relative none sinusoidal cape; do
+      attention_run frontend70 synth_arm_frontend70 "$pe" "$seed" || failed=1
+    done
+  done
+  for seed in 0 1; do
+    for pe in none sinusoidal rope relative cape; do
+      attention_run conformer synth_arm_conformer "$pe" "$seed" || failed=1
+    done
+  done
+  for seed in 0 1 2; do
+    for pe in none sinusoidal cape; do
+      attention_run frontend70_long synth_arm_frontend70_long "$pe" "$seed" || failed=1
+    done
+  done
 fi
 [ "$failed" -eq 0 ] || { log "some runs failed; run the same command again to retry them"; exit 1; }
 log "backlog: done"
