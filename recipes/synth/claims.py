@@ -142,14 +142,19 @@ def s4_attention(pe: str, set_name: str, key: str = "local_mass") -> tuple[float
 
 
 def run_attention(run: str, set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
-    """A model's attention statistic on one ladder set (study/attention/<run>/attention_stats.csv):
+    """A model's attention statistic on one ladder set (study/attention/<run>/attention_stats.csv, or
+    for ``arms/<arm>/<run>`` the run's attention_stats/ in that arm's table, backlog.sh stage 5):
     the mean over the set's recordings (each its mean over layers and heads) with the 95 % CI
     resampling them, and how many recordings."""
     import csv
 
     from asr_pe.evaluation.attention_vs_length import utterance_ci
+    from asr_pe.results_table import locate
 
-    with open(ATTENTION_S4.parent / run / "attention_stats.csv", newline="") as f:
+    path = ATTENTION_S4.parent / run / "attention_stats.csv"
+    if not path.is_file():
+        path = locate(ATTENTION_S4.parent / run / "attention_stats" / "attention_stats.csv")
+    with open(path, newline="") as f:
         rows = [{"utt": r["utt"], key: float(r[key])} for r in csv.DictReader(f) if r["test_set"] == set_name]
     per_utt: dict[str, list[float]] = {}
     for r in rows:
@@ -546,7 +551,7 @@ CLAIMS = [
     Claim("demo",
           "test CER {} / {} / {} / {} / {} / {} % at 0-2 … 32-64 s, all {} %",
           lambda d: [cer(d, "rope", b, "test", folder="demo", seeds=(0,)) for b in (*TEST_BUCKETS, "all")]),
-    Fact("dev choices of Shaw and T5 on the ladder", "for Shaw and T5 too (Shaw seeds 0-1, T5 seed 0 so far",
+    Fact("dev choices of Shaw and T5 on the ladder", "for Shaw and T5 too (seeds 0-1 so far",
          lambda d: _more_pes_chose_window(d)),
     # training remedies
     Claim("training remedies: rope plain",
@@ -1113,7 +1118,7 @@ def _more_pes_dev(d, pe, seed) -> dict[str, float]:
     return dev
 
 
-def _more_pes_chose_window(d, runs=(("shaw", 0), ("shaw", 1), ("t5", 0))) -> list[str]:
+def _more_pes_chose_window(d, runs=(("shaw", 0), ("shaw", 1), ("t5", 0), ("t5", 1))) -> list[str]:
     """Each run's lowest dev CER is window:2.5's, as the README and RESULTS.md print it."""
     chosen = {(pe, s): min(dev, key=dev.get) for pe, s in runs for dev in [_more_pes_dev(d, pe, s)]}
     return [f"{pe} seed {s}: lowest dev CER {c}" for (pe, s), c in chosen.items() if c != "window:2.5"]
@@ -1160,9 +1165,9 @@ def _tie_margin(dev) -> float:
     return 0.01
 
 
-def _shaw_seeds01(d) -> list[float]:
-    """Shaw's seeds 0 and 1 pooled at 160 s (crossed CI): plain ratio, CI, then window:2.5's."""
-    runs = tuple(str(LM / f"shaw_ctc_s{s}") for s in (0, 1))
+def _seeds01(d, pe) -> list[float]:
+    """A more_pes PE's seeds 0 and 1 pooled at 160 s (crossed CI): plain ratio, CI, then window:2.5's."""
+    runs = tuple(str(LM / f"{pe}_ctc_s{s}") for s in (0, 1))
     return [x for suffix in ("", SUFFIX["window:2.5"]) for c in [d.ladder(runs, GAP, 160, suffix)]
             for x in (c.ratio, c.ci_low, c.ci_high)]
 
@@ -1229,12 +1234,12 @@ LADDER_NOTE_CLAIMS = [
           "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}] at 160 s",
           lambda d: (lambda r, v: [r["test"]["differing"], r["test"]["utterances"], *v])(
               _more_pes_retrained("learned_wrap", 0), _rises_then_holds(_more_pes(d, "learned_wrap", 0)))),
-    *[Fact(f"ladder more_pes: seed 0 of all seven, of seed 1 Shaw's alone ({where})", words,
-           lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in MORE_PES} | {"shaw_ctc_s1"}
+    *[Fact(f"ladder more_pes: seed 0 of all seven, of seed 1 Shaw's and T5's ({where})", words,
+           lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in MORE_PES} | {"shaw_ctc_s1", "t5_ctc_s1"}
                       else [f"runs retrained: {sorted(runs)}"])({r["run"] for r in _more_pes_rows()}))
       for where, words in (("opening", "seed 0 of all seven is now"),
-                           ("opening", "Seed 1\nof the seven: Shaw so far"),
-                           ("not done yet", "seed 0 of all seven and Shaw's seed 1 so far"))],
+                           ("opening", "Seed 1\nof the seven: Shaw and T5 so far"),
+                           ("not done yet", "seed 0 of all seven and Shaw's and T5's seed 1 so far"))],
     Claim("ladder more_pes: Shaw seed 1",
           "Shaw seed 1, retrained, does **not** reproduce its\narchived run ({} of the {} test hypotheses differ): "
           "another sample of the recipe. Dev: plain {},\n**window:2.5 {}**, window:5 {}, window:10 {}, logit_scale {}, "
@@ -1243,10 +1248,20 @@ LADDER_NOTE_CLAIMS = [
           "{}× [{}, {}] plain, {}× [{}, {}] with window:2.5",
           lambda d: (lambda r, v, both: [r["test"]["differing"], r["test"]["utterances"], *v, *both])(
               _more_pes_retrained("shaw", 1), _grows_at_every_doubling(_more_pes(d, "shaw", 1)),
-              _shaw_seeds01(d))),
-    Claim("ladder opening: Shaw seed 1",
-          "grows at every doubling again ({}× at 160 s; seeds 0-1 {}×\n[{}, {}])",
-          lambda d: [_grows_at_every_doubling(_more_pes(d, "shaw", 1))[13], *_shaw_seeds01(d)[:3]]),
+              _seeds01(d, "shaw"))),
+    Claim("ladder more_pes: T5 seed 1",
+          "T5 seed 1, retrained, does **not** reproduce its archived run either ({} of the {} test\nhypotheses differ). "
+          "Dev: plain {}, **window:2.5 {}**, window:5 {}, window:10 {},\nlogit_scale {}, chunked:20:4 {}; test {} "
+          "against {} %. It grows at every doubling, as seed\n0 does: {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and "
+          "{}× [{}, {}] with\nwindow:2.5. Seeds 0 and 1 together at 160 s: {}× [{}, {}] plain, {}× [{}, {}] with\n"
+          "window:2.5",
+          lambda d: (lambda r, v, both: [r["test"]["differing"], r["test"]["utterances"], *v, *both])(
+              _more_pes_retrained("t5", 1), _grows_at_every_doubling(_more_pes(d, "t5", 1)), _seeds01(d, "t5"))),
+    Claim("ladder opening: Shaw and T5 seed 1",
+          "grow at every doubling again ({}× and {}× at 160 s;\nseeds 0-1 {}× [{}, {}] and {}× [{}, {}])",
+          lambda d: [_grows_at_every_doubling(_more_pes(d, "shaw", 1))[13],
+                     _grows_at_every_doubling(_more_pes(d, "t5", 1))[13],
+                     *_seeds01(d, "shaw")[:3], *_seeds01(d, "t5")[:3]]),
     Claim("ladder more_pes: sqrt(D) sinusoidal seed 0",
           "does **not** reproduce its\narchived run ({} of the {} test hypotheses differ): another sample of the recipe. "
           "Dev: plain\n{}, **window:2.5 {}**, window:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {};\ntest {} against "
@@ -1918,8 +1933,7 @@ ATTENTION_NOTE_CLAIMS = [
             else ["Shaw s1 starts no lower than RoPE s4"])),
     Claim("Shaw s1: the retrain differs from the archived run", "its\ndecodings differ from the archived "
           "`study/runs/shaw_ctc_s1` in {} of {} test hypotheses",
-          lambda d: [(x := __import__("json").loads((ATTENTION_S4.parent / "shaw_ctc_s1" / "retrained.json").read_text()))
-                     ["test"]["differing"], x["test"]["utterances"]]),
+          lambda d: [(x := _more_pes_retrained("shaw", 1))["test"]["differing"], x["test"]["utterances"]]),
     Claim("Shaw's clip", "every offset beyond its clip ({} frames,\n{} s)",
           lambda d: [int((c := __import__("omegaconf").OmegaConf.load(ATTENTION_S4.parent.parent.parent.parent.parent
                                                                        / "conf" / "pe" / "shaw.yaml")).attention.max_distance),
@@ -1941,6 +1955,32 @@ ATTENTION_NOTE_CLAIMS = [
           lambda d: [local(d, "alibi", "128-256")]),
     Fact("ALiBi s0 is the archived run", "which reproduces the archived `study/runs/alibi_ctc_s0`\nexactly",
          lambda d: [] if _more_pes_retrained("alibi", 0)["reproduced"] else ["alibi_ctc_s0 not reproduced"]),
+    Claim("T5 s1 local share per rung and distance",
+          "{} % [{}, {}] of its\nattention lies within ±0.5 s on the 2-4 s utterances (`none` seed 4: {} %), "
+          "then {} % (5 s\nrung), {} % (10 s), {} % (20 s), {} % (40 s), {} % (80 s) and {} % [{}, {}] (160 s), "
+          "about\nhalf at each doubling; at 160 s its mean attended distance is {} s of {} s",
+          lambda d: [*_pct(run_attention("t5_ctc_s1", "ladder_test_alone"))[:3],
+                     100 * run_attention("none_ctc_s4", "ladder_test_alone")[0],
+                     *[100 * run_attention("t5_ctc_s1", f"ladder_test_gap500ms_{r}")[0] for r in ATTENTION_RUNGS],
+                     *_pct(run_attention("t5_ctc_s1", "ladder_test_gap500ms_160"))[:3],
+                     run_attention("t5_ctc_s1", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     run_attention("t5_ctc_s1", "ladder_test_gap500ms_160", "duration")[0]]),
+    Fact("T5 s1: about half at each doubling", "about\nhalf at each doubling",
+         lambda d: [f"{a} -> {b}: {y / x:.2f}" for sets in [[f"ladder_test_gap500ms_{r}" for r in (5, 10, 20, 40, 80, 160)]]
+                    for a, b, x, y in zip(sets, sets[1:], [run_attention("t5_ctc_s1", z)[0] for z in sets],
+                                          [run_attention("t5_ctc_s1", z)[0] for z in sets[1:]])
+                    if not 0.4 <= y / x <= 0.6]),
+    Fact("T5 s1: more local than none at 2-4 s", "more local than `none` on short inputs",
+         lambda d: [] if run_attention("t5_ctc_s1", "ladder_test_alone")[1] > run_attention("none_ctc_s4", "ladder_test_alone")[2]
+         and run_attention("t5_ctc_s1", "ladder_test_alone")[1] > run_attention("none_ctc_s3", "ladder_test_alone")[2]
+         else ["CIs overlap with none's"]),
+    Fact("T5 s1: a third, as uniform", "a third of the\nrecording, as for uniform attention",
+         lambda d: [] if abs(run_attention("t5_ctc_s1", "ladder_test_gap500ms_160", "mean_distance_s")[0]
+                             / run_attention("t5_ctc_s1", "ladder_test_gap500ms_160", "duration")[0] - 1 / 3) < 0.02
+         else ["not a third"]),
+    Fact("T5 s1 attention: the lane's retrain, not the archived run", "which does **not** reproduce the\narchived "
+         "`study/runs/t5_ctc_s1`",
+         lambda d: ["t5_ctc_s1 reproduced"] if _more_pes_retrained("t5", 1)["reproduced"] else []),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
