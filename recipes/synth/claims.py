@@ -182,6 +182,18 @@ def _falls_below_s4(run: str) -> list[str]:
                for s, x in zip(sets, mine) if not x < rope_s4_attention(s)[0]])
 
 
+A3R = "arms/frontend70/relative_ctc_s0"   # study/attention/arms/: backlog.sh stage 5
+
+
+def _arm_retrained(arm: str, run: str) -> dict:
+    """Stage 5's reproduction check of an arm run (study/attention/arms/<arm>/retrained.jsonl)."""
+    import json
+    for line in (ATTENTION_S4.parent / "arms" / arm / "retrained.jsonl").read_text().splitlines():
+        if line.strip() and json.loads(line)["run"] == run:
+            return json.loads(line)
+    raise KeyError(f"{run} not in study/attention/arms/{arm}/retrained.jsonl")
+
+
 def _rate_retrained(run: str) -> dict:
     """The rate lane's reproduction check of a retrained run (study/rate/retrained.jsonl)."""
     for record in _RATE["retrained_records"]():
@@ -1981,6 +1993,23 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("T5 s1 attention: the lane's retrain, not the archived run", "which does **not** reproduce the\narchived "
          "`study/runs/t5_ctc_s1`",
          lambda d: ["t5_ctc_s1 reproduced"] if _more_pes_retrained("t5", 1)["reproduced"] else []),
+    Claim("arm 3 relative s0 attention",
+          "{} % [{}, {}] of its attention within ±0.5 s on the 2-4 s\n  utterances, falling slowly with length "
+          "({} % on the 5 s rung, {} % at 20 s) to {} % [{},\n  {}] at 160 s, where its mean attended distance is {} s "
+          "of {} s. The three-utterance table\n  said {} at 2-4 s and {} at 160 s",
+          lambda d: [*_pct(run_attention(A3R, "ladder_test_alone"))[:3],
+                     100 * run_attention(A3R, "ladder_test_gap500ms_5")[0],
+                     100 * run_attention(A3R, "ladder_test_gap500ms_20")[0],
+                     *_pct(run_attention(A3R, "ladder_test_gap500ms_160"))[:3],
+                     run_attention(A3R, "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     run_attention(A3R, "ladder_test_gap500ms_160", "duration")[0],
+                     local(d, "relative", "2-4", "arms/frontend70"), local(d, "relative", "128-256", "arms/frontend70")]),
+    Fact("arm 3 relative s0: falls at every rung", "falling slowly with length",
+         lambda d: [f"{a} -> {b}" for sets in [["ladder_test_alone", *(f"ladder_test_gap500ms_{r}"
+                                                                      for r in (5, 10, 20, 40, 80, 160))]]
+                    for a, b in zip(sets, sets[1:]) if not run_attention(A3R, b)[0] < run_attention(A3R, a)[0]]),
+    Fact("arm 3 relative s0: reproduced", "which reproduces its archived run exactly (every\n  test and long-form "
+         "hypothesis)", lambda d: [] if _arm_retrained("frontend70", "relative_ctc_s0")["reproduced"] else ["not reproduced"]),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]

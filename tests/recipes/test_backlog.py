@@ -210,7 +210,7 @@ def test_stage_5_trains_the_arms_again_measures_their_attention_and_commits_each
         f"--out {dest}/retrained.jsonl",
         f"scripts/attention_vs_length.py run={first} per_bucket=50 data.test=[{sets}]",
         f"recipes/synth/study/backlog.py stage {first} {work}/archive/arms/frontend70",
-        f"-m asr_pe.results_table add {dest} {work}/archive/arms/frontend70/relative_ctc_s0",
+        f"-m asr_pe.results_table add {dest} {work}/archive/arms/frontend70/relative_ctc_s0 --remedy-utts",
         f"-m asr_pe.results_table check {dest} {work}/archive/arms/frontend70/relative_ctc_s0",
         f"recipes/synth/study/backlog.py attention-summary {first}",
         f"recipes/synth/study/backlog.py archived {repo}/recipes/synth/study/attention/arms/frontend70 none_ctc_s0 "

@@ -292,8 +292,10 @@ attention_run() {  # arm (the folder of study/arms/) experiment pe seed
     (cd "$commit_repo" && PYTHONPATH="$commit_repo" run_py scripts/attention_vs_length.py run="$rundir" per_bucket=50 \
        "data.test=[$sets]" >> "$runlog" 2>&1) || { log "  arms/$arm/$run: attention FAILED (see $runlog)"; return 1; }
   fi
+  # --remedy-utts as one_run: every set's per-utterance scores kept, whatever the checkout's table code
+  # makes of its buckets.meta.json (ec2787b's read an empty "remedy" as a remedy's results)
   run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive/arms/$arm" > /dev/null \
-    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/arms/$arm/$run" \
+    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/arms/$arm/$run" --remedy-utts \
     && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive/arms/$arm/$run" \
     || { log "  arms/$arm/$run: archiving FAILED"; return 1; }
   local line
