@@ -2042,6 +2042,12 @@ def _transducer_rises(ratios: list[float]) -> list[str]:
     return [] if all(b > a for a, b in zip(ratios, ratios[1:])) else [f"ratios {ratios}"]
 
 
+def _transducer_rope_window(d) -> list[float]:
+    """RoPE's transducer (seed 2) with window:2.5 at 160 s: CER whole, in-context ratio and CI."""
+    c = d.ladder((str(TRANSDUCER / "rope_transducer_s2"),), "gap500ms", 160, "_window2p5")
+    return [c.whole, c.ratio, c.ci_low, c.ci_high]
+
+
 def _transducer_window(run: str) -> list[float]:
     c = _transducer_choice(run)
     return [c["dev_rates"]["window:2.5"], c["dev_rates"]["plain"]]
@@ -2051,8 +2057,8 @@ TRANSDUCER_NOTE_CLAIMS = [
     Claim("opening: sinusoidal minus none, transducer and CTC", "sinusoidal minus `none` in context: {} [{}, {}] with "
           "the\ntransducer, {} [{}, {}] with CTC",
           lambda d: [*_transducer_pair(d, "sinusoidal", "none", "transducer"), *_transducer_pair(d, "sinusoidal", "none", "ctc")]),
-    Fact("opening: sinusoidal still degrades more than none, less than with CTC", "with the transducer head sinusoidal "
-         "still degrades more than `none`, but less than with CTC",
+    Fact("opening: sinusoidal still degrades more than none, less than with CTC", "With the transducer head sinusoidal "
+         "still\ndegrades more than `none`, but less than with CTC",
          lambda d: ([] if _transducer_pair(d, "sinusoidal", "none", "transducer")[1] > 0 else ["not above none"])
          + ([] if _transducer_vs_ctc(d, "sinusoidal", 2)[10] < 0 else ["not below CTC"])),
     Claim("more accurate", "`none` 3.15 % CER on the ladder's 2-3 s test utterances\n  decoded alone, against {} % for "
@@ -2062,22 +2068,42 @@ TRANSDUCER_NOTE_CLAIMS = [
           "{} [{}, {}]", lambda d: _transducer_vs_ctc(d, "none", 2)[2:]),
     Fact("none s2: degrades as CTC does", "`none` degrades with length as with CTC",
          lambda d: [] if (x := _transducer_vs_ctc(d, "none", 2))[9] <= 0 <= x[10] else [f"paired difference {x[8:]}"]),
-    Claim("sinusoidal s2: in context", "{}× [{}, {}] at 160 s against {}× [{}, {}], paired {} [{}, {}]",
+    Claim("sinusoidal s2: in context", "less than with CTC**: {}× [{}, {}] at 160 s against {}× [{}, {}], paired {} [{}, {}]",
           lambda d: _transducer_vs_ctc(d, "sinusoidal", 2)[2:]),
     Claim("sinusoidal s2: the doublings", "(1.10×\n  at 5 s to 1.25× at 160 s)".replace("1.10", "{}").replace("1.25", "{}"),
           lambda d: [d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", r).ratio for r in (5, 160)]),
     Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
          lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
                                              for x in (5, 10, 20, 40, 80, 160)])),
-    Fact("the archive holds two transducer runs", "2 of the 10 runs archived",
-         lambda d: [] if (r := __import__("asr_pe.results_table", fromlist=["runs_in"]).runs_in(TRANSDUCER))
-         == ["none_transducer_s2", "sinusoidal_transducer_s2"] else [f"archived: {r}"]),
+    Fact("the archive holds three transducer runs", "3 of the 10 runs archived",
+         lambda d: [] if sorted(r := __import__("asr_pe.results_table", fromlist=["runs_in"]).runs_in(TRANSDUCER))
+         == ["none_transducer_s2", "rope_transducer_s2", "sinusoidal_transducer_s2"] else [f"archived: {r}"]),
+    Claim("opening: RoPE still needs the window", "in-context ratio at 160 s is {}× [{}, {}] against CTC's {}× [{}, {}], "
+          "and the ±2.5 s\nwindow chosen on dev takes it to {}× [{}, {}]",
+          lambda d: [*_transducer_vs_ctc(d, "rope", 2)[2:8], *_transducer_rope_window(d)[1:4]]),
+    Claim("RoPE s2: against CTC", "{} % CER on the 2-3 s utterances\n  decoded alone (CTC {} %), {} % on the 160 s "
+          "recordings decoded whole; in context {}× [{},\n  {}] at 160 s against {}× [{}, {}], paired +{} [+{}, +{}]. "
+          "Its ratio grows at every\n  doubling of the ladder, from {}× at 5 s",
+          lambda d: [*(v := _transducer_vs_ctc(d, "rope", 2))[:2], d.ladder((str(TRANSDUCER / "rope_transducer_s2"),),
+                     "gap500ms", 160).whole, *v[2:], d.ladder((str(TRANSDUCER / "rope_transducer_s2"),), "gap500ms", 5).ratio]),
+    Fact("RoPE s2: grows at every doubling", "Its ratio grows at every\n  doubling of the ladder",
+         lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "rope_transducer_s2"),), "gap500ms", x).ratio
+                                      for x in (5, 10, 20, 40, 80, 160)])),
+    Claim("RoPE s2: the window", "`window:2.5` gives {} %\n  against {} % plain (every no-gap rung), and on test {} % "
+          "against {} %. With it the 160 s\n  recordings decode at {} % CER, {}× [{}, {}] in context (`none`'s "
+          "transducer {} %;\n  RoPE's CTC with the window {} %, {}×)",
+          lambda d: [*_transducer_window("rope_transducer_s2"),
+                     (c := _transducer_choice("rope_transducer_s2"))["test_rate_chosen"], c["test_rate_plain"],
+                     *_transducer_rope_window(d),
+                     d.ladder((str(TRANSDUCER / "none_transducer_s2"),), "gap500ms", 160).whole,
+                     (w := d.ladder((str(LADDER / "rope_ctc_s2"),), "gap500ms", 160, "_window2p5")).whole, w.ratio]),
     Claim("the window on dev", "`none`'s `window:2.5` ({} %) and plain\n  decoding ({} %) are within {} points; "
           "sinusoidal's `window:2.5` gives {} % against {} %\n  plain",
           lambda d: [*(w := _transducer_window("none_transducer_s2")), abs(w[0] - w[1]),
                      *_transducer_window("sinusoidal_transducer_s2")]),
-    Fact("the window chosen by the rule", "The window was chosen by the rule (lowest dev CER) for both",
-         lambda d: [str(c) for r in ("none_transducer_s2", "sinusoidal_transducer_s2") for c in [_transducer_choice(r)]
+    Fact("the window chosen by the rule", "The window was chosen by the rule (lowest dev CER) for all three",
+         lambda d: [str(c) for r in ("none_transducer_s2", "sinusoidal_transducer_s2", "rope_transducer_s2")
+                    for c in [_transducer_choice(r)]
                     if c["chosen"] != min(c["dev_rates"], key=c["dev_rates"].get)]),
 ]
 
