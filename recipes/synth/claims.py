@@ -182,7 +182,7 @@ def _falls_below_s4(run: str) -> list[str]:
                for s, x in zip(sets, mine) if not x < rope_s4_attention(s)[0]])
 
 
-A3R = "arms/frontend70/relative_ctc_s0"   # study/attention/arms/: backlog.sh stage 5
+A3R, A3N = "arms/frontend70/relative_ctc_s0", "arms/frontend70/none_ctc_s0"   # study/attention/arms/: backlog.sh stage 5
 
 
 def _arm_retrained(arm: str, run: str) -> dict:
@@ -2010,6 +2010,17 @@ ATTENTION_NOTE_CLAIMS = [
                     for a, b in zip(sets, sets[1:]) if not run_attention(A3R, b)[0] < run_attention(A3R, a)[0]]),
     Fact("arm 3 relative s0: reproduced", "which reproduces its archived run exactly (every\n  test and long-form "
          "hypothesis)", lambda d: [] if _arm_retrained("frontend70", "relative_ctc_s0")["reproduced"] else ["not reproduced"]),
+    *_uniform(A3N, "at 160 s its mean attended distance is {} s of {} s, a third of the recording, with\n  {} % [{}, {}] "
+              "of its attention within ±0.5 s ({} % [{}, {}] on the 2-4 s utterances", "uniform on long inputs, as the "
+              "study's\n  `none`"),
+    Claim("arm 3 none s0: against relative, and the three-utterance table",
+          "against relative's {} %). The three-utterance table said {} and {}",
+          lambda d: [100 * run_attention(A3R, "ladder_test_alone")[0], local(d, "none", "2-4", "arms/frontend70"),
+                     local(d, "none", "128-256", "arms/frontend70")]),
+    Claim("arm 3 none s0: another sample", "({} of the {} test\n  hypotheses differ from the archived run's",
+          lambda d: [(r := _arm_retrained("frontend70", "none_ctc_s0"))["test"]["differing"], r["test"]["utterances"]]),
+    Fact("arm 3 none s0: not reproduced", "seed 0**, another sample of the recipe (149",
+         lambda d: ["reproduced"] if _arm_retrained("frontend70", "none_ctc_s0")["reproduced"] else []),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
