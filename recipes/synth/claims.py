@@ -1177,6 +1177,17 @@ def _tie_margin(dev) -> float:
     return 0.01
 
 
+MORE_PES_SEED1 = {"shaw_ctc_s1", "t5_ctc_s1", "alibi_ctc_s1"}   # seed 1's runs the ladder README describes
+
+
+def _within(level):
+    """A check of `_more_pes`'s values: every plain ratio rounds to at most ``level``."""
+    def check(values):
+        assert all(round(r, 2) <= level for r in values[8:14]), f"ratios {values[8:14]}"
+        return values
+    return check
+
+
 def _seeds01(d, pe) -> list[float]:
     """A more_pes PE's seeds 0 and 1 pooled at 160 s (crossed CI): plain ratio, CI, then window:2.5's."""
     runs = tuple(str(LM / f"{pe}_ctc_s{s}") for s in (0, 1))
@@ -1246,12 +1257,21 @@ LADDER_NOTE_CLAIMS = [
           "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}] at 160 s",
           lambda d: (lambda r, v: [r["test"]["differing"], r["test"]["utterances"], *v])(
               _more_pes_retrained("learned_wrap", 0), _rises_then_holds(_more_pes(d, "learned_wrap", 0)))),
-    *[Fact(f"ladder more_pes: seed 0 of all seven, of seed 1 Shaw's and T5's ({where})", words,
-           lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in MORE_PES} | {"shaw_ctc_s1", "t5_ctc_s1"}
+    *[Fact(f"ladder more_pes: seed 0 of all seven, of seed 1 Shaw's, T5's and ALiBi's ({where})", words,
+           lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in MORE_PES} | MORE_PES_SEED1
                       else [f"runs retrained: {sorted(runs)}"])({r["run"] for r in _more_pes_rows()}))
       for where, words in (("opening", "seed 0 of all seven is now"),
-                           ("opening", "Seed 1\nof the seven: Shaw and T5 so far"),
-                           ("not done yet", "seed 0 of all seven and Shaw's and T5's seed 1 so far"))],
+                           ("opening", "Seed 1\nof the seven: Shaw, T5 and ALiBi so far"),
+                           ("not done yet", "seed 0 of all seven and seed 1 of Shaw, T5 and ALiBi so far"))],
+    Claim("ladder more_pes: ALiBi seed 1",
+          "Dev: plain {}, **window:2.5 {}**,\nwindow:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test {} against "
+          "{} %. It\nstays within 1.07× at every rung, {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and\nwindow:2.5 leaves "
+          "it at {}× [{}, {}]. Seeds 0 and 1 together at 160 s: {}× [{}, {}]\nplain, {}× [{}, {}] with window:2.5",
+          lambda d: [*_within(1.07)(_more_pes(d, "alibi", 1)), *_seeds01(d, "alibi")]),
+    Fact("ladder more_pes: ALiBi seed 1 reproduced", "ALiBi seed 1, retrained, reproduces its archived run exactly.",
+         lambda d: [] if _more_pes_retrained("alibi", 1)["reproduced"] else ["alibi_ctc_s1 not reproduced"]),
+    Claim("ladder opening: ALiBi seed 1", "ALiBi stays within 1.07× (seeds 0-1\n{}× [{}, {}] at 160 s)",
+          lambda d: _within(1.07)(_more_pes(d, "alibi", 1)) and _seeds01(d, "alibi")[:3]),
     Claim("ladder more_pes: Shaw seed 1",
           "Shaw seed 1, retrained, does **not** reproduce its\narchived run ({} of the {} test hypotheses differ): "
           "another sample of the recipe. Dev: plain {},\n**window:2.5 {}**, window:5 {}, window:10 {}, logit_scale {}, "
