@@ -163,6 +163,16 @@ def run_attention(run: str, set_name: str, key: str = "local_mass") -> tuple[flo
     return (mean, *utterance_ci(rows, key), len(per_utt))
 
 
+def _shares_by_rung(run: str) -> list[float]:
+    """``run``'s local share (%) on the 2-4 s utterances (with CI), on the rungs of `ATTENTION_RUNGS`,
+    and at 160 s (with CI), then its mean distance and the recording's length at 160 s."""
+    long = "ladder_test_gap500ms_160"
+    return [*_pct(run_attention(run, "ladder_test_alone"))[:3],
+            *[100 * run_attention(run, f"ladder_test_gap500ms_{r}")[0] for r in ATTENTION_RUNGS],
+            *_pct(run_attention(run, long))[:3], run_attention(run, long, "mean_distance_s")[0],
+            run_attention(run, long, "duration")[0]]
+
+
 def _local_and_distance(run: str, other: str) -> list[float]:
     """``run``'s local share (%, CI) on the 2-4 s utterances and at 160 s, its mean distance and the
     recording's length at 160 s, and ``other``'s mean distance there."""
@@ -1950,11 +1960,7 @@ ATTENTION_NOTE_CLAIMS = [
     Claim("Shaw s1 local share per rung and distance",
           "on the 2-4 s utterances\n{} % [{}, {}] of it lies within ±0.5 s, then {} % (5 s rung), {} % (10 s), {} % (20 s),\n"
           "{} % (40 s), {} % (80 s) and {} % [{}, {}] (160 s); its mean attended distance at 160 s is\n{} s of {} s.",
-          lambda d: [*_pct(run_attention("shaw_ctc_s1", "ladder_test_alone"))[:3],
-                     *[100 * run_attention("shaw_ctc_s1", f"ladder_test_gap500ms_{r}")[0] for r in ATTENTION_RUNGS],
-                     *_pct(run_attention("shaw_ctc_s1", "ladder_test_gap500ms_160"))[:3],
-                     run_attention("shaw_ctc_s1", "ladder_test_gap500ms_160", "mean_distance_s")[0],
-                     run_attention("shaw_ctc_s1", "ladder_test_gap500ms_160", "duration")[0]]),
+          lambda d: _shares_by_rung("shaw_ctc_s1")),
     Fact("Shaw s1: falls at every rung, from below RoPE s4's start", "its attention spreads with length as RoPE's does, "
          "from a lower start",
          lambda d: [f"{a} -> {b}: {x:.3f} -> {y:.3f}" for sets in [["ladder_test_alone", *(f"ladder_test_gap500ms_{r}"
@@ -1991,12 +1997,8 @@ ATTENTION_NOTE_CLAIMS = [
           "{} % [{}, {}] of its\nattention lies within ±0.5 s on the 2-4 s utterances (`none` seed 4: {} %), "
           "then {} % (5 s\nrung), {} % (10 s), {} % (20 s), {} % (40 s), {} % (80 s) and {} % [{}, {}] (160 s), "
           "about\nhalf at each doubling; at 160 s its mean attended distance is {} s of {} s",
-          lambda d: [*_pct(run_attention("t5_ctc_s1", "ladder_test_alone"))[:3],
-                     100 * run_attention("none_ctc_s4", "ladder_test_alone")[0],
-                     *[100 * run_attention("t5_ctc_s1", f"ladder_test_gap500ms_{r}")[0] for r in ATTENTION_RUNGS],
-                     *_pct(run_attention("t5_ctc_s1", "ladder_test_gap500ms_160"))[:3],
-                     run_attention("t5_ctc_s1", "ladder_test_gap500ms_160", "mean_distance_s")[0],
-                     run_attention("t5_ctc_s1", "ladder_test_gap500ms_160", "duration")[0]]),
+          lambda d: (lambda v: [*v[:3], 100 * run_attention("none_ctc_s4", "ladder_test_alone")[0], *v[3:]])(
+              _shares_by_rung("t5_ctc_s1"))),
     Fact("T5 s1: about half at each doubling", "about\nhalf at each doubling",
          lambda d: [f"{a} -> {b}: {y / x:.2f}" for sets in [[f"ladder_test_gap500ms_{r}" for r in (5, 10, 20, 40, 80, 160)]]
                     for a, b, x, y in zip(sets, sets[1:], [run_attention("t5_ctc_s1", z)[0] for z in sets],
