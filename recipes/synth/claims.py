@@ -192,7 +192,8 @@ def _falls_below_s4(run: str) -> list[str]:
                for s, x in zip(sets, mine) if not x < rope_s4_attention(s)[0]])
 
 
-A3R, A3N = "arms/frontend70/relative_ctc_s0", "arms/frontend70/none_ctc_s0"   # study/attention/arms/: backlog.sh stage 5
+# arm 3's runs in study/attention/arms/ (backlog.sh stage 5)
+A3R, A3N, A3S = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal"))
 
 
 def _arm_retrained(arm: str, run: str) -> dict:
@@ -2032,7 +2033,7 @@ ATTENTION_NOTE_CLAIMS = [
                     for a, b in zip(sets, sets[1:]) if not run_attention(A3R, b)[0] < run_attention(A3R, a)[0]]),
     Fact("arm 3 relative s0: reproduced", "which reproduces its archived run exactly (every\n  test and long-form "
          "hypothesis)", lambda d: [] if _arm_retrained("frontend70", "relative_ctc_s0")["reproduced"] else ["not reproduced"]),
-    *_uniform(A3N, "at 160 s its mean attended distance is {} s of {} s, a third of the recording, with\n  {} % [{}, {}] "
+    *_uniform(A3N, "the study's\n  `none`: at 160 s its mean attended distance is {} s of {} s, a third of the recording, with\n  {} % [{}, {}] "
               "of its attention within ±0.5 s ({} % [{}, {}] on the 2-4 s utterances", "uniform on long inputs, as the "
               "study's\n  `none`"),
     Claim("arm 3 none s0: against relative, and the three-utterance table",
@@ -2043,6 +2044,18 @@ ATTENTION_NOTE_CLAIMS = [
           lambda d: [(r := _arm_retrained("frontend70", "none_ctc_s0"))["test"]["differing"], r["test"]["utterances"]]),
     Fact("arm 3 none s0: not reproduced", "seed 0**, another sample of the recipe (149",
          lambda d: ["reproduced"] if _arm_retrained("frontend70", "none_ctc_s0")["reproduced"] else []),
+    *_uniform(A3S, "like `none`: at 160 s its mean attended distance is {} s of {} s, a third of the\n  recording, with {} % "
+              "[{}, {}] of its attention within ±0.5 s ({} % [{}, {}] on the 2-4 s\n  utterances", "exactly: near uniform\n  on "
+              "long inputs"),
+    Claim("arm 3 sinusoidal s0: against none, and the three-utterance table",
+          "a little above `none`'s {} % and far below relative's). The three-utterance table\n  said {} and {}",
+          lambda d: [100 * run_attention(A3N, "ladder_test_alone")[0], local(d, "sinusoidal", "2-4", "arms/frontend70"),
+                     local(d, "sinusoidal", "128-256", "arms/frontend70")]),
+    Fact("arm 3 sinusoidal s0: above none, below relative", "a little above `none`'s",
+         lambda d: [] if run_attention(A3N, "ladder_test_alone")[2] < run_attention(A3S, "ladder_test_alone")[1]
+         and run_attention(A3S, "ladder_test_alone")[2] < run_attention(A3R, "ladder_test_alone")[1] else ["CIs overlap"]),
+    Fact("arm 3 sinusoidal s0: reproduced", "Sinusoidal, 70 ms front end, seed 0**, which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("frontend70", "sinusoidal_ctc_s0")["reproduced"] else ["not reproduced"]),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
