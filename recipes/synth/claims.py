@@ -196,6 +196,14 @@ def _falls_below_s4(run: str) -> list[str]:
 A3R, A3N, A3S = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal"))
 
 
+def _arm3_against(pe: str, other: str, sentence: str) -> Claim:
+    """An arm-3 run's sentence: ``other``'s local share (%) on the 2-4 s utterances, then what the
+    three-utterance table of seed 0 said for ``pe`` at 2-4 s and 160 s."""
+    return Claim(f"arm 3 {pe} s0: against {other}, and the three-utterance table", sentence,
+                 lambda d: [100 * run_attention(other, "ladder_test_alone")[0], local(d, pe, "2-4", "arms/frontend70"),
+                            local(d, pe, "128-256", "arms/frontend70")])
+
+
 def _arm_retrained(arm: str, run: str) -> dict:
     """Stage 5's reproduction check of an arm run (study/attention/arms/<arm>/retrained.jsonl)."""
     import json
@@ -2036,10 +2044,7 @@ ATTENTION_NOTE_CLAIMS = [
     *_uniform(A3N, "the study's\n  `none`: at 160 s its mean attended distance is {} s of {} s, a third of the recording, with\n  {} % [{}, {}] "
               "of its attention within ±0.5 s ({} % [{}, {}] on the 2-4 s utterances", "uniform on long inputs, as the "
               "study's\n  `none`"),
-    Claim("arm 3 none s0: against relative, and the three-utterance table",
-          "against relative's {} %). The three-utterance table said {} and {}",
-          lambda d: [100 * run_attention(A3R, "ladder_test_alone")[0], local(d, "none", "2-4", "arms/frontend70"),
-                     local(d, "none", "128-256", "arms/frontend70")]),
+    _arm3_against("none", A3R, "against relative's {} %). The three-utterance table said {} and {}"),
     Claim("arm 3 none s0: another sample", "({} of the {} test\n  hypotheses differ from the archived run's",
           lambda d: [(r := _arm_retrained("frontend70", "none_ctc_s0"))["test"]["differing"], r["test"]["utterances"]]),
     Fact("arm 3 none s0: not reproduced", "seed 0**, another sample of the recipe (149",
@@ -2047,10 +2052,8 @@ ATTENTION_NOTE_CLAIMS = [
     *_uniform(A3S, "like `none`: at 160 s its mean attended distance is {} s of {} s, a third of the\n  recording, with {} % "
               "[{}, {}] of its attention within ±0.5 s ({} % [{}, {}] on the 2-4 s\n  utterances", "exactly: near uniform\n  on "
               "long inputs"),
-    Claim("arm 3 sinusoidal s0: against none, and the three-utterance table",
-          "a little above `none`'s {} % and far below relative's). The three-utterance table\n  said {} and {}",
-          lambda d: [100 * run_attention(A3N, "ladder_test_alone")[0], local(d, "sinusoidal", "2-4", "arms/frontend70"),
-                     local(d, "sinusoidal", "128-256", "arms/frontend70")]),
+    _arm3_against("sinusoidal", A3N, "a little above `none`'s {} % and far below relative's). The three-utterance "
+                  "table\n  said {} and {}"),
     Fact("arm 3 sinusoidal s0: above none, below relative", "a little above `none`'s",
          lambda d: [] if run_attention(A3N, "ladder_test_alone")[2] < run_attention(A3S, "ladder_test_alone")[1]
          and run_attention(A3S, "ladder_test_alone")[2] < run_attention(A3R, "ladder_test_alone")[1] else ["CIs overlap"]),
