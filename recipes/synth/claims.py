@@ -141,21 +141,28 @@ def s4_attention(pe: str, set_name: str, key: str = "local_mass") -> tuple[float
     return run_attention(f"{pe}_ctc_s4", set_name, key)
 
 
-def run_attention(run: str, set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
-    """A model's attention statistic on one ladder set (study/attention/<run>/attention_stats.csv, or
-    for ``arms/<arm>/<run>`` the run's attention_stats/ in that arm's table, backlog.sh stage 5):
-    the mean over the set's recordings (each its mean over layers and heads) with the 95 % CI
-    resampling them, and how many recordings."""
+@__import__("functools").cache
+def _attention_rows(run: str) -> tuple[dict, ...]:
+    """The rows of a run's attention_stats.csv in study/attention/ (read once per checker run)."""
     import csv
 
-    from asr_pe.evaluation.attention_vs_length import utterance_ci
     from asr_pe.results_table import locate
 
     path = ATTENTION_S4.parent / run / "attention_stats.csv"
     if not path.is_file():
         path = locate(ATTENTION_S4.parent / run / "attention_stats" / "attention_stats.csv")
     with open(path, newline="") as f:
-        rows = [{"utt": r["utt"], key: float(r[key])} for r in csv.DictReader(f) if r["test_set"] == set_name]
+        return tuple(csv.DictReader(f))
+
+
+def run_attention(run: str, set_name: str, key: str = "local_mass") -> tuple[float, float, float, int]:
+    """A model's attention statistic on one ladder set (study/attention/<run>/attention_stats.csv, or
+    for ``arms/<arm>/<run>`` the run's attention_stats/ in that arm's table, backlog.sh stage 5):
+    the mean over the set's recordings (each its mean over layers and heads) with the 95 % CI
+    resampling them, and how many recordings."""
+    from asr_pe.evaluation.attention_vs_length import utterance_ci
+
+    rows = [{"utt": r["utt"], key: float(r[key])} for r in _attention_rows(run) if r["test_set"] == set_name]
     per_utt: dict[str, list[float]] = {}
     for r in rows:
         per_utt.setdefault(r["utt"], []).append(r[key])

@@ -125,6 +125,14 @@ commit_paths() {  # message, paths relative to the repository
   log "  COMMIT FAILED in $commit_repo for $*"; return 1
 }
 
+# the archive files of <dest> as the commit checkout has them (another run of this lane may have
+# added to them since this checkout was made)
+sync_dest() {
+  if [ "$commit_repo" != "$repo" ] && [ -d "$commit_repo/$1" ]; then
+    mkdir -p "$repo/$1"; cp -r "$commit_repo/$1/." "$repo/$1/"
+  fi
+}
+
 one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [override...]]]]
   # what: the commit message's issue and point; origin: the archive a retrain is compared with (empty:
   # a new run, nothing to compare); loss: ctc unless given; arm: a study arm (run folder runs/<arm>/,
@@ -140,11 +148,7 @@ one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [overri
   if run_py recipes/synth/study/backlog.py archived "$commit_repo/$dest" "$run"; then
     log "  ${arm:+$arm/}$run: archived in $dest, skipped"; return 0
   fi
-  # the archive files of <dest> as the commit checkout has them (another run of this lane may have
-  # added to them since this checkout was made)
-  if [ "$commit_repo" != "$repo" ] && [ -d "$commit_repo/$dest" ]; then
-    mkdir -p "$repo/$dest"; cp -r "$commit_repo/$dest/." "$repo/$dest/"
-  fi
+  sync_dest "$dest"
   if [ ! -f "$rundir/eval/done.json" ]; then
     log "  ${arm:+$arm/}$run: training (log $runlog)"
     run_py train.py -m experiment=synth_study hydra.sweep.dir="$runs_dir" pe="$pe" seed="$seed" "${overrides[@]}" \
@@ -269,9 +273,7 @@ attention_run() {  # arm (the folder of study/arms/) experiment pe seed
   if run_py recipes/synth/study/backlog.py archived "$commit_repo/$dest" "$run" --table-only; then
     log "  arms/$arm/$run: archived in $dest, skipped"; return 0
   fi
-  if [ "$commit_repo" != "$repo" ] && [ -d "$commit_repo/$dest" ]; then
-    mkdir -p "$repo/$dest"; cp -r "$commit_repo/$dest/." "$repo/$dest/"
-  fi
+  sync_dest "$dest"
   if [ ! -f "$rundir/eval/done.json" ]; then
     log "  arms/$arm/$run: training (log $runlog)"
     run_py train.py -m experiment="$exp" hydra.sweep.dir="$runs_dir" pe="$pe" seed="$seed" >> "$runlog" 2>&1 \
