@@ -200,7 +200,7 @@ def _falls_below_s4(run: str) -> list[str]:
 
 
 # arm 3's runs in study/attention/arms/ (backlog.sh stage 5)
-A3R, A3N, A3S = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal"))
+A3R, A3N, A3S, A3C = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal", "cape"))
 
 
 def _arm3_against(pe: str, other: str, sentence: str) -> Claim:
@@ -2048,6 +2048,17 @@ ATTENTION_NOTE_CLAIMS = [
          and run_attention(A3S, "ladder_test_alone")[2] < run_attention(A3R, "ladder_test_alone")[1] else ["CIs overlap"]),
     Fact("arm 3 sinusoidal s0: reproduced", "Sinusoidal, 70 ms front end, seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("frontend70", "sinusoidal_ctc_s0")["reproduced"] else ["not reproduced"]),
+    *_uniform(A3C, "uniform on long\n  inputs as `none` is: its mean attended distance at 160 s is {} s of {} s, a third of the\n  "
+              "recording, and {} % [{}, {}] of its attention lies within ±0.5 s ({} % [{}, {}] on the\n  2-4 s utterances",
+              "uniform on long\n  inputs as `none` is"),
+    _arm3_against("cape", A3N, "the CI overlaps `none`'s, {} %, and lies below sinusoidal's). CAPE's\n  augmentation "
+                  "keeps the model from using absolute position, as RESULTS.md's arm 3 reads the CER.\n  The "
+                  "three-utterance table said {} and {}"),
+    Fact("arm 3 CAPE s0: like none, below sinusoidal", "the CI overlaps `none`'s",
+         lambda d: [] if (c := run_attention(A3C, "ladder_test_alone"))[1] <= (n := run_attention(A3N, "ladder_test_alone"))[2]
+         and n[1] <= c[2] and c[2] < run_attention(A3S, "ladder_test_alone")[1] else ["CIs"]),
+    Fact("arm 3 CAPE s0: reproduced", "CAPE, 70 ms front end, seed 0**, which reproduces its archived run exactly too",
+         lambda d: [] if _arm_retrained("frontend70", "cape_ctc_s0")["reproduced"] else ["not reproduced"]),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
