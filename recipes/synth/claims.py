@@ -464,8 +464,13 @@ def _conformer_row(d, pe):
 def _arm70_row(d, pe):
     f = "arms/frontend70"
     return [cer(d, pe, folder=f), *per_seed(d, pe, folder=f), cer(d, pe, "32-64", folder=f), long_(d, pe, folder=f),
-            *per_seed(d, pe, LONG, "longform", f), *ratio_ci(d, pe, f), local(d, pe, "2-4", f),
-            local(d, pe, "128-256", f)]
+            *per_seed(d, pe, LONG, "longform", f), *ratio_ci(d, pe, f), *_arm3_local(pe)]
+
+
+def _arm3_local(pe):
+    """Arm 3's seed-0 local share on the ladder's 2-3 s test utterances and its 160 s rung (stage 5's
+    measurement over the ladder's test pool, study/attention/arms/frontend70/)."""
+    return [run_attention(f"arms/frontend70/{pe}_ctc_s0", s)[0] for s in ("ladder_test_alone", "ladder_test_gap500ms_160")]
 
 
 def _arm3x_row(d, pe):
@@ -777,8 +782,8 @@ CLAIMS = [
           lambda d: [cer(d, "cape", folder="arms/frontend70") / cer(d, "relative", folder="arms/frontend70"),
                      *diff(d, "cape", "none", "test", "2-4", "arms/frontend70"),
                      *diff(d, "cape", "none", "longform", LONG, "arms/frontend70")]),
-    Claim("70 ms: local shares", "(local share {}, {}; `none` {}; as in v1, History), while relative did ({})",
-          lambda d: [local(d, pe, "2-4", "arms/frontend70") for pe in ("sinusoidal", "cape", "none", "relative")]),
+    Claim("70 ms: local shares", "(local share {}, {} at 2-3 s; `none` {}; as in v1, History), while relative did ({})",
+          lambda d: [_arm3_local(pe)[0] for pe in ("sinusoidal", "cape", "none", "relative")]),
     Fact("70 ms 3x: more steps help", "more steps help every model", _more_steps_help),
     Claim("70 ms 3x: none row", "| none | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | – | {} |",
           lambda d: _arm3x_row(d, "none")),
