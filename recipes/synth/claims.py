@@ -1190,7 +1190,7 @@ def _tie_margin(dev) -> float:
     return 0.01
 
 
-MORE_PES_SEED1 = {"shaw_ctc_s1", "t5_ctc_s1", "alibi_ctc_s1"}   # seed 1's runs the ladder README describes
+MORE_PES_SEED1 = {"shaw_ctc_s1", "t5_ctc_s1", "alibi_ctc_s1", "rem_ctc_s1"}   # seed 1's runs the ladder README describes
 
 
 def _within(level):
@@ -1199,6 +1199,22 @@ def _within(level):
         assert all(round(r, 2) <= level for r in values[8:14]), f"ratios {values[8:14]}"
         return values
     return check
+
+
+def _holds_near(level, rung, tol):
+    """A check of `_more_pes`'s values: the plain ratios from ``rung`` s on are all within ``tol`` of
+    ``level`` ("rises to about 1.15x by 20 s and holds")."""
+    def check(values):
+        tail = values[8:14][RUNGS.index(rung):]
+        assert all(abs(r - level) <= tol for r in tail), f"ratios from {rung} s: {tail}"
+        return values
+    return check
+
+
+def _seeds01_plain(d, pe) -> list[float]:
+    """Seeds 0 and 1 pooled at 160 s, plain decoding: ratio and crossed CI."""
+    c = d.ladder(tuple(str(LM / f"{pe}_ctc_s{s}") for s in (0, 1)), GAP, 160)
+    return [c.ratio, c.ci_low, c.ci_high]
 
 
 def _seeds01(d, pe) -> list[float]:
@@ -1270,12 +1286,12 @@ LADDER_NOTE_CLAIMS = [
           "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}] at 160 s",
           lambda d: (lambda r, v: [r["test"]["differing"], r["test"]["utterances"], *v])(
               _more_pes_retrained("learned_wrap", 0), _rises_then_holds(_more_pes(d, "learned_wrap", 0)))),
-    *[Fact(f"ladder more_pes: seed 0 of all seven, of seed 1 Shaw's, T5's and ALiBi's ({where})", words,
+    *[Fact(f"ladder more_pes: seed 0 of all seven, of seed 1 Shaw's, T5's, ALiBi's and REM's ({where})", words,
            lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in MORE_PES} | MORE_PES_SEED1
                       else [f"runs retrained: {sorted(runs)}"])({r["run"] for r in _more_pes_rows()}))
       for where, words in (("opening", "seed 0 of all seven is now"),
-                           ("opening", "Seed 1\nof the seven: Shaw, T5 and ALiBi so far"),
-                           ("not done yet", "seed 0 of all seven and seed 1 of Shaw, T5 and ALiBi so far"))],
+                           ("opening", "Seed 1\nof the seven: Shaw, T5, ALiBi and REM so far"),
+                           ("not done yet", "seed 0 of all seven and seed 1 of Shaw, T5, ALiBi and REM so far"))],
     Claim("ladder more_pes: ALiBi seed 1",
           "Dev: plain {}, **window:2.5 {}**,\nwindow:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test {} against "
           "{} %. It\nstays within 1.07× at every rung, {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and\nwindow:2.5 leaves "
@@ -1302,6 +1318,23 @@ LADDER_NOTE_CLAIMS = [
           "window:2.5",
           lambda d: (lambda r, v, both: [r["test"]["differing"], r["test"]["utterances"], *v, *both])(
               _more_pes_retrained("t5", 1), _grows_at_every_doubling(_more_pes(d, "t5", 1)), _seeds01(d, "t5"))),
+    Claim("ladder more_pes: REM seed 1",
+          "Dev: plain {},\nwindow:2.5 {}, **window:5 {}** ({} points below window:2.5), window:10 {}, logit_scale {},\n"
+          "chunked:20:4 {}; test {} against {} %. Its ratio rises to about 1.15× by 20 s and holds, a\nlittle above "
+          "seed 0's at every rung: {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and\nwindow:5 leaves it at {}× [{}, {}]. "
+          "Seeds 0 and 1 together at 160 s: {}× [{}, {}]\nplain",
+          lambda d: (lambda v: [v[0], v[1], v[2], v[1] - v[2], *v[3:], *_seeds01_plain(d, "rem")])(
+              _holds_near(1.15, 20, 0.03)(_more_pes(d, "rem", 1, "window:5")))),
+    Fact("ladder more_pes: REM seed 1 reproduced", "REM seed 1, retrained, reproduces its archived run exactly, as seed 0 does",
+         lambda d: [] if _more_pes_retrained("rem", 1)["reproduced"] else ["rem_ctc_s1 not reproduced"]),
+    Fact("ladder more_pes: REM seed 1 above seed 0", "little above\nseed 0's at every rung",
+         lambda d: [f"{r} s" for r, a, b in zip(RUNGS, _more_pes(d, "rem", 0, "chunked:20:4")[8:14],
+                                                _more_pes(d, "rem", 1, "window:5")[8:14]) if not b > a]),
+    Fact("ladder more_pes: REM's seeds chose differently", "seed 0\nchunked:20:4, seed 1 window:5",
+         lambda d: [] if [min(v, key=v.get) for s in (0, 1) for v in [_more_pes_dev(d, "rem", s)]]
+         == ["chunked:20:4", "window:5"] else ["dev choices"]),
+    Claim("ladder opening: REM seed 1", "REM rises to about 1.15× and holds (seeds 0-1 {}× [{}, {}])",
+          lambda d: _holds_near(1.15, 20, 0.03)(_more_pes(d, "rem", 1, "window:5")) and _seeds01_plain(d, "rem")),
     Claim("ladder opening: Shaw and T5 seed 1",
           "grow at every doubling again ({}× and {}× at 160 s;\nseeds 0-1 {}× [{}, {}] and {}× [{}, {}])",
           lambda d: [_grows_at_every_doubling(_more_pes(d, "shaw", 1))[13],
