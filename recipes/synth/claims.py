@@ -189,18 +189,26 @@ def _local_and_distance(run: str, other: str) -> list[float]:
             run_attention(other, long, "mean_distance_s")[0]]
 
 
+ATT_SETS = ("ladder_test_alone", *(f"ladder_test_gap500ms_{r}" for r in (5, 10, 20, 40, 80, 160)))  # alone, then each rung
+
+
+def _falls(run: str) -> list[str]:
+    """Where ``run``'s local share does not fall from one of `ATT_SETS` to the next."""
+    mine = [run_attention(run, s)[0] for s in ATT_SETS]
+    return [f"{run} does not fall from {a} to {b}: {x:.3f} -> {y:.3f}"
+            for a, b, x, y in zip(ATT_SETS, ATT_SETS[1:], mine, mine[1:]) if not y < x]
+
+
 def _falls_below_s4(run: str) -> list[str]:
     """``run``'s local share falls from the 2-4 s utterances through every rung, and lies below RoPE
     seed 4's at each."""
-    sets = ["ladder_test_alone", *(f"ladder_test_gap500ms_{r}" for r in (5, 10, 20, 40, 80, 160))]
-    mine = [run_attention(run, s)[0] for s in sets]
-    return ([f"{run} does not fall from {a} to {b}" for a, b, x, y in zip(sets, sets[1:], mine, mine[1:]) if not y < x]
-            + [f"{s}: {run} {x:.3f} not below seed 4's {rope_s4_attention(s)[0]:.3f}"
-               for s, x in zip(sets, mine) if not x < rope_s4_attention(s)[0]])
+    return _falls(run) + [f"{s}: {run} {run_attention(run, s)[0]:.3f} not below seed 4's {rope_s4_attention(s)[0]:.3f}"
+                          for s in ATT_SETS if not run_attention(run, s)[0] < rope_s4_attention(s)[0]]
 
 
 # arm 3's runs in study/attention/arms/ (backlog.sh stage 5)
 A3R, A3N, A3S, A3C = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal", "cape"))
+A3R1 = "arms/frontend70/relative_ctc_s1"
 
 
 def _arm3_against(pe: str, other: str, sentence: str) -> Claim:
@@ -1999,10 +2007,7 @@ ATTENTION_NOTE_CLAIMS = [
           lambda d: _shares_by_rung("shaw_ctc_s1")),
     Fact("Shaw s1: falls at every rung, from below RoPE s4's start", "its attention spreads with length as RoPE's does, "
          "from a lower start",
-         lambda d: [f"{a} -> {b}: {x:.3f} -> {y:.3f}" for sets in [["ladder_test_alone", *(f"ladder_test_gap500ms_{r}"
-                                                                                          for r in (5, 10, 20, 40, 80, 160))]]
-                    for a, b, x, y in zip(sets, sets[1:], [run_attention("shaw_ctc_s1", z)[0] for z in sets],
-                                          [run_attention("shaw_ctc_s1", z)[0] for z in sets[1:]]) if not y < x]
+         lambda d: _falls("shaw_ctc_s1")
          + ([] if run_attention("shaw_ctc_s1", "ladder_test_alone")[2] < rope_s4_attention("ladder_test_alone")[1]
             else ["Shaw s1 starts no lower than RoPE s4"])),
     Claim("Shaw s1: the retrain differs from the archived run", "its\ndecodings differ from the archived "
@@ -2023,7 +2028,7 @@ ATTENTION_NOTE_CLAIMS = [
                      run_attention("alibi_ctc_s0", "ladder_test_gap500ms_160", "duration")[0]]),
     Fact("ALiBi s0 local at every length", "local at every length",
          lambda d: [f"ALiBi's local share on {s} reaches down to {run_attention('alibi_ctc_s0', s)[1]:.3f}"
-                    for s in ["ladder_test_alone", *(f"ladder_test_gap500ms_{r}" for r in (*ATTENTION_RUNGS, 160))]
+                    for s in ATT_SETS
                     if run_attention("alibi_ctc_s0", s)[1] < 0.4]),
     Claim("ALiBi s0 agrees with the study table", "the study table's three seed-0 utterances said {} at 128-256 s too",
           lambda d: [local(d, "alibi", "128-256")]),
@@ -2063,9 +2068,23 @@ ATTENTION_NOTE_CLAIMS = [
                      run_attention(A3R, "ladder_test_gap500ms_160", "duration")[0],
                      local(d, "relative", "2-4", "arms/frontend70"), local(d, "relative", "128-256", "arms/frontend70")]),
     Fact("arm 3 relative s0: falls at every rung", "falling slowly with length",
-         lambda d: [f"{a} -> {b}" for sets in [["ladder_test_alone", *(f"ladder_test_gap500ms_{r}"
-                                                                      for r in (5, 10, 20, 40, 80, 160))]]
-                    for a, b in zip(sets, sets[1:]) if not run_attention(A3R, b)[0] < run_attention(A3R, a)[0]]),
+         lambda d: _falls(A3R)),
+    Claim("arm 3 relative s1 attention",
+          "{} % [{}, {}] within ±0.5 s on the\n  2-4 s utterances, {} % on the 5 s rung, {} % at 20 s and {} % [{}, {}] "
+          "at 160 s, where\n  its mean attended distance is {} s of {} s (seed 0: {} %, {} %, {} s)",
+          lambda d: [*_pct(run_attention(A3R1, "ladder_test_alone"))[:3],
+                     100 * run_attention(A3R1, "ladder_test_gap500ms_5")[0],
+                     100 * run_attention(A3R1, "ladder_test_gap500ms_20")[0],
+                     *_pct(run_attention(A3R1, "ladder_test_gap500ms_160"))[:3],
+                     run_attention(A3R1, "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     run_attention(A3R1, "ladder_test_gap500ms_160", "duration")[0],
+                     100 * run_attention(A3R, "ladder_test_alone")[0], 100 * run_attention(A3R, "ladder_test_gap500ms_160")[0],
+                     run_attention(A3R, "ladder_test_gap500ms_160", "mean_distance_s")[0]]),
+    Fact("arm 3 relative s1: below seed 0 at every rung, falling", "a little less so at every rung",
+         lambda d: [f"{s}: not below seed 0" for s in ATT_SETS if not run_attention(A3R1, s)[2] < run_attention(A3R, s)[1]]
+         + _falls(A3R1)),
+    Fact("arm 3 relative s1: reproduced", "Relative, 70 ms front end, seed 1**, which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("frontend70", "relative_ctc_s1")["reproduced"] else ["not reproduced"]),
     Fact("arm 3 relative s0: reproduced", "which reproduces its archived run exactly (every\n  test and long-form "
          "hypothesis)", lambda d: [] if _arm_retrained("frontend70", "relative_ctc_s0")["reproduced"] else ["not reproduced"]),
     *_uniform(A3N, "the study's\n  `none`: at 160 s its mean attended distance is {} s of {} s, a third of the recording, with\n  {} % [{}, {}] "
