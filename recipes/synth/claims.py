@@ -1198,7 +1198,7 @@ def _tie_margin(dev) -> float:
     return 0.01
 
 
-MORE_PES_SEED1 = {"shaw_ctc_s1", "t5_ctc_s1", "alibi_ctc_s1", "rem_ctc_s1"}   # seed 1's runs the ladder README describes
+MORE_PES_SEED1 = {"shaw_ctc_s1", "t5_ctc_s1", "alibi_ctc_s1", "rem_ctc_s1", "conv_ctc_s1"}   # seed 1's runs the ladder README describes
 
 
 def _within(level):
@@ -1294,12 +1294,12 @@ LADDER_NOTE_CLAIMS = [
           "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}] at 160 s",
           lambda d: (lambda r, v: [r["test"]["differing"], r["test"]["utterances"], *v])(
               _more_pes_retrained("learned_wrap", 0), _rises_then_holds(_more_pes(d, "learned_wrap", 0)))),
-    *[Fact(f"ladder more_pes: seed 0 of all seven, of seed 1 Shaw's, T5's, ALiBi's and REM's ({where})", words,
+    *[Fact(f"ladder more_pes: seed 0 of all seven, seed 1 of five ({where})", words,
            lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in MORE_PES} | MORE_PES_SEED1
                       else [f"runs retrained: {sorted(runs)}"])({r["run"] for r in _more_pes_rows()}))
       for where, words in (("opening", "seed 0 of all seven is now"),
-                           ("opening", "Seed 1\nof the seven: Shaw, T5, ALiBi and REM so far"),
-                           ("not done yet", "seed 0 of all seven and seed 1 of Shaw, T5, ALiBi and REM so far"))],
+                           ("opening", "Seed 1\nof the seven: Shaw, T5, ALiBi, REM and conv so far"),
+                           ("not done yet", "seed 0 of all seven and seed 1 of Shaw, T5, ALiBi, REM and conv so far"))],
     Claim("ladder more_pes: ALiBi seed 1",
           "Dev: plain {}, **window:2.5 {}**,\nwindow:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test {} against "
           "{} %. It\nstays within 1.07× at every rung, {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and\nwindow:2.5 leaves "
@@ -1341,6 +1341,20 @@ LADDER_NOTE_CLAIMS = [
     Fact("ladder more_pes: REM's seeds chose differently", "seed 0\nchunked:20:4, seed 1 window:5",
          lambda d: [] if [min(v, key=v.get) for s in (0, 1) for v in [_more_pes_dev(d, "rem", s)]]
          == ["chunked:20:4", "window:5"] else ["dev choices"]),
+    Claim("ladder more_pes: conv seed 1",
+          "Dev: plain\n{}, **window:2.5 {}**, window:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test\n{} "
+          "against {} %. It grows at every doubling, as seed 0 does, a little faster: {}, {}, {},\n{}, {}, {}× "
+          "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}]. Seeds 0\nand 1 together at 160 s: {}× [{}, {}] plain",
+          lambda d: [*_grows_at_every_doubling(_more_pes(d, "conv", 1)), *_seeds01_plain(d, "conv")]),
+    Fact("ladder more_pes: conv seed 1 reproduced, seed 0 not", "Conv seed 1, retrained, reproduces its archived run "
+         "exactly (seed 0's retrain did not)",
+         lambda d: [] if _more_pes_retrained("conv", 1)["reproduced"] and not _more_pes_retrained("conv", 0)["reproduced"]
+         else ["reproduction"]),
+    Fact("ladder more_pes: conv seed 1 faster than seed 0", "as seed 0 does, a little faster",
+         lambda d: [f"{r} s" for r, a, b in zip(RUNGS, _more_pes(d, "conv", 0, "window:5")[8:14],
+                                                _more_pes(d, "conv", 1)[8:14]) if not b > a]),
+    Claim("ladder opening: conv seed 1", "conv grows at every doubling again (seeds 0-1 {}× [{}, {}])",
+          lambda d: _grows_at_every_doubling(_more_pes(d, "conv", 1)) and _seeds01_plain(d, "conv")),
     Claim("ladder opening: REM seed 1", "REM rises to about 1.15× and holds (seeds 0-1 {}× [{}, {}])",
           lambda d: _holds_near(1.15, 20, 0.03)(_more_pes(d, "rem", 1, "window:5")) and _seeds01_plain(d, "rem")),
     Claim("ladder opening: Shaw and T5 seed 1",
