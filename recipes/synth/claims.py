@@ -1219,6 +1219,21 @@ def _holds_near(level, rung, tol):
     return check
 
 
+MORE_PES_DEV_CHOICE = {("shaw", 0): "window:2.5", ("shaw", 1): "window:2.5", ("t5", 0): "window:2.5",
+                       ("t5", 1): "window:2.5", ("alibi", 0): "window:2.5", ("alibi", 1): "window:2.5",
+                       ("rem", 0): "chunked:20:4", ("rem", 1): "window:5", ("conv", 0): "window:5",
+                       ("conv", 1): "window:2.5"}   # the dev choice of each seed-0/1 run with both seeds archived
+
+
+def _assertion(check) -> list[str]:
+    """A `_more_pes` check's failure as a list of messages (empty when it holds)."""
+    try:
+        check()
+    except AssertionError as e:
+        return [str(e)]
+    return []
+
+
 def _seeds01_plain(d, pe) -> list[float]:
     """Seeds 0 and 1 pooled at 160 s, plain decoding: ratio and crossed CI."""
     c = d.ladder(tuple(str(LM / f"{pe}_ctc_s{s}") for s in (0, 1)), GAP, 160)
@@ -1873,10 +1888,23 @@ CLAIMS = [c for c in CLAIMS if c.name not in _MOVED_TO_REMEDIES_NOTE] + [
           + [lad(d, "rope", seeds=S23).ratio]),
     Claim("answer: sinusoidal on the ladder", "sinusoidal {}× to {}× (+{} [+{}, +{}] above `none` at 160 s, paired)",
           lambda d: [*lrange(d, "sinusoidal"), *ldiff(d, "sinusoidal", "none")]),
-    Fact("answer: sinusoidal grows at every doubling", "sinusoidal's grows at every doubling too",
+    Fact("answer: sinusoidal grows at every doubling", "sinusoidal's, Shaw's, T5's and conv's grow at every doubling too",
          lambda d: [f"{v} {a}->{b}" for v in (GAP, NOGAP) for a, b in zip(RUNGS, RUNGS[1:])
                     if lad(d, "sinusoidal", v, b).ratio <= lad(d, "sinusoidal", v, a).ratio]
-         + supports("degrades more", ldiff(d, "sinusoidal", "none"), "vs none")),
+         + supports("degrades more", ldiff(d, "sinusoidal", "none"), "vs none")
+         + [f"{pe} seed {s}: {e}" for pe, s in MORE_PES_DEV_CHOICE if pe in ("shaw", "t5", "conv")
+            for e in _assertion(lambda: _grows_at_every_doubling(_more_pes(d, pe, s, MORE_PES_DEV_CHOICE[pe, s])))]),
+    Fact("answer: ALiBi and REM hardly", "relative's, ALiBi's and REM's hardly",
+         lambda d: [f"{pe} seed {s} at {r} s: {x:.3f}" for pe, s in MORE_PES_DEV_CHOICE if pe in ("alibi", "rem")
+                    for r, x in zip(RUNGS, _more_pes(d, pe, s, MORE_PES_DEV_CHOICE[pe, s])[8:14])
+                    if x > lrange(d, "cape", (GAP, NOGAP))[1]]),
+    Claim("answer: the seven at 160 s", "At 160 s (seeds 0-1): Shaw {}×, T5 {}×, conv\n{}×, ALiBi {}×, REM {}×; "
+          "learned {}×, √D sinusoidal {}× (seed 0 so far)",
+          lambda d: [_seeds01_plain(d, pe)[0] for pe in ("shaw", "t5", "conv", "alibi", "rem")]
+          + [_more_pes(d, pe, 0)[13] for pe in ("learned_wrap", "sinusoidal_sqrtd")]),
+    Fact("answer: learned and sqrt(D), seed 0 so far", "(seed 0 so far)",
+         lambda d: [f"{r} archived" for r in ("learned_wrap_ctc_s1", "sinusoidal_sqrtd_ctc_s1")
+                    if r in {x["run"] for x in _more_pes_rows()}]),
     Claim("answer: the flat PEs on the ladder",
           "CAPE ≤ {}×, `none` ≤ {}×, relative ≤ {}× at every rung (relative {}× without the 0.5 s gaps",
           lambda d: [lrange(d, "cape", (GAP, NOGAP))[1], lrange(d, "none", (GAP, NOGAP))[1], lrange(d, "relative")[1],
