@@ -50,6 +50,17 @@ def test_a_ladder_run_staged_and_archived_gives_the_archived_rows(tmp_path):
     assert "chosen window:2.5" in backlog.summary(tmp_path / "dest", "rope_ctc_s3")
 
 
+def test_the_summary_of_a_run_whose_dev_ladder_keeps_the_plain_decoding(tmp_path):
+    # test is then decoded plainly only: choice.json has "test_rate_chosen": null (a transducer run,
+    # 2026-11-28, stopped its lane's archiving with a TypeError here)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "relative_transducer_s2.choice.json").write_text(json.dumps(
+        {"dev_rates": {"plain": 1.392, "window:2.5": 1.396}, "chosen": "plain", "test_rate_plain": 1.315,
+         "test_rate_chosen": None}))
+    assert backlog.summary(tmp_path, "relative_transducer_s2") == \
+        "relative_transducer_s2: dev (no-gap, every rung) plain 1.39, window:2.5 1.40; chosen plain; test 1.31 %"
+
+
 def test_the_reproduction_check_tells_an_identical_rerun_from_a_different_one(tmp_path):
     run = _write_out(STUDY / "seeds", "rope_ctc_s4", tmp_path / "runs")
     same = backlog.reproduce(run, STUDY / "seeds")

@@ -165,10 +165,13 @@ def attention_summary(run: Path) -> str:
 
 
 def summary(dest: Path, run: str) -> str:
+    """One line for the log and the commit message: the dev rates, the choice and its test rate (when
+    dev keeps the plain decoding, ``test_rate_chosen`` is null: test is decoded plainly only)."""
     c = json.loads((dest / "reports" / f"{run}.choice.json").read_text())
     dev = ", ".join(f"{k} {v:.2f}" for k, v in c["dev_rates"].items())
-    return (f"{run}: dev (no-gap, every rung) {dev}; chosen {c['chosen']}; test {c['test_rate_chosen']:.2f} % "
-            f"against plain {c['test_rate_plain']:.2f} %")
+    test = (f"test {c['test_rate_plain']:.2f} %" if c["test_rate_chosen"] is None
+            else f"test {c['test_rate_chosen']:.2f} % against plain {c['test_rate_plain']:.2f} %")
+    return f"{run}: dev (no-gap, every rung) {dev}; chosen {c['chosen']}; {test}"
 
 
 def main(argv: list[str] | None = None) -> int:
