@@ -2202,10 +2202,11 @@ def _transducer_window(run: str) -> list[float]:
 
 
 def _transducer_runs_archived(d) -> list[str]:
-    """The runs the transducer documents count: these three, and no other."""
+    """The runs the transducer documents count: these four, and no other."""
     from asr_pe.results_table import runs_in
     r = sorted(runs_in(TRANSDUCER))
-    return [] if r == ["none_transducer_s2", "rope_transducer_s2", "sinusoidal_transducer_s2"] else [f"archived: {r}"]
+    return [] if r == ["none_transducer_s2", "relative_transducer_s2", "rope_transducer_s2", "sinusoidal_transducer_s2"] \
+        else [f"archived: {r}"]
 
 
 TRANSDUCER_NOTE_CLAIMS = [
@@ -2230,7 +2231,18 @@ TRANSDUCER_NOTE_CLAIMS = [
     Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
          lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
                                              for x in (5, 10, 20, 40, 80, 160)])),
-    Fact("the archive holds three transducer runs", "3 of the 10 runs archived", _transducer_runs_archived),
+    Fact("the archive holds four transducer runs", "4 of the 10 runs archived", _transducer_runs_archived),
+    Claim("relative s2: against CTC", "far better start**: {} % CER on the\n  2-3 s utterances decoded alone (CTC {} %), {} % on the 160 s "
+          "recordings decoded whole; in\n  context {}× [{}, {}] at 160 s against {}× [{}, {}], paired +{} [+{}, +{}]",
+          lambda d: [*(v := _transducer_vs_ctc(d, "relative", 2))[:2],
+                     d.ladder((str(TRANSDUCER / "relative_transducer_s2"),), "gap500ms", 160).whole, *v[2:]]),
+    Fact("relative s2: a little more than with CTC", "Relative degrades a little more than with CTC",
+         lambda d: [] if _transducer_vs_ctc(d, "relative", 2)[9] > 0 else ["paired CI includes 0"]),
+    Claim("relative s2: plain kept", "(`window:2.5` {} % against {} % plain), so the\n  rule kept the plain decoding, "
+          "and test was decoded plainly only: {} %",
+          lambda d: [*_transducer_window("relative_transducer_s2"),
+                     (c := _transducer_choice("relative_transducer_s2"))["test_rate_plain"]]
+          + ([] if c["chosen"] == "plain" and c["test_rate_chosen"] is None else [float("nan")])),
     Claim("opening: RoPE still needs the window", "in-context ratio at 160 s is {}× [{}, {}] against CTC's {}× [{}, {}], "
           "and the ±2.5 s\nwindow chosen on dev takes it to {}× [{}, {}]",
           lambda d: [*_transducer_vs_ctc(d, "rope", 2)[2:8], *_transducer_rope_window(d)[1:4]]),
@@ -2262,15 +2274,16 @@ TRANSDUCER_NOTE_CLAIMS = [
 
 # RESULTS.md's summary of the transducer arm
 CLAIMS += [
-    Fact("transducer: the runs so far", "So far (3 of the 10 runs)", _transducer_runs_archived),
+    Fact("transducer: the runs so far", "So far (4 of the 10 runs)", _transducer_runs_archived),
     Fact("transducer: RoPE needs the window more than with CTC", "a transducer with RoPE still needs the window, "
          "more than CTC does",
          lambda d: ([] if _transducer_vs_ctc(d, "rope", 2)[9] > 0 else ["paired CI not above CTC"])
          + ([] if _transducer_choice("rope_transducer_s2")["chosen"] == "window:2.5" else ["window:2.5 not chosen"])),
     Claim("transducer: in context", "RoPE {}× [{}, {}] (CTC {}×), {}×\nwith `window:2.5` (chosen on dev); sinusoidal "
-          "{}× (CTC {}×); `none` {}× (CTC {}×)",
+          "{}× (CTC {}×); `none` {}× (CTC {}×); relative {}× (CTC {}×)",
           lambda d: [*(v := _transducer_vs_ctc(d, "rope", 2))[2:6], _transducer_rope_window(d)[1],
-                     *[w[i] for pe in ("sinusoidal", "none") for w in [_transducer_vs_ctc(d, pe, 2)] for i in (2, 5)]]),
+                     *[w[i] for pe in ("sinusoidal", "none", "relative") for w in [_transducer_vs_ctc(d, pe, 2)]
+                       for i in (2, 5)]]),
     Claim("transducer: more accurate", "{} % CER for `none` on the 2-3 s utterances decoded alone, {} %\nwith CTC",
           lambda d: _transducer_vs_ctc(d, "none", 2)[:2]),
 ]
