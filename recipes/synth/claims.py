@@ -208,7 +208,7 @@ def _falls_below_s4(run: str) -> list[str]:
 
 # arm 3's runs in study/attention/arms/ (backlog.sh stage 5)
 A3R, A3N, A3S, A3C = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal", "cape"))
-A3R1 = "arms/frontend70/relative_ctc_s1"
+A3R1, A3N1 = (f"arms/frontend70/{pe}_ctc_s1" for pe in ("relative", "none"))
 
 
 def _arm3_against(pe: str, other: str, sentence: str) -> Claim:
@@ -2125,6 +2125,14 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("arm 3 relative s1: below seed 0 at every rung, falling", "a little less so at every rung",
          lambda d: [f"{s}: not below seed 0" for s in ATT_SETS if not run_attention(A3R1, s)[2] < run_attention(A3R, s)[1]]
          + _falls(A3R1)),
+    *_uniform(A3N1, "uniform on long inputs again, its mean attended distance at 160 s {} s of {} s,\n  a third of the "
+              "recording, with {} % [{}, {}] of its attention within ±0.5 s ({} % [{},\n  {}] on the 2-4 s utterances",
+              "uniform on long inputs again"),
+    Claim("arm 3 none s1 against seed 0", "utterances; seed 0: {} %)",
+          lambda d: [100 * run_attention(A3N, "ladder_test_alone")[0]]),
+    Fact("arm 3 none s1: reproduced, seed 0 not", "which reproduces its archived run exactly (seed 0's retrain\n  did not)",
+         lambda d: [] if _arm_retrained("frontend70", "none_ctc_s1")["reproduced"]
+         and not _arm_retrained("frontend70", "none_ctc_s0")["reproduced"] else ["reproduction"]),
     Fact("arm 3 relative s1: reproduced", "Relative, 70 ms front end, seed 1**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("frontend70", "relative_ctc_s1")["reproduced"] else ["not reproduced"]),
     Fact("arm 3 relative s0: reproduced", "which reproduces its archived run exactly (every\n  test and long-form "
