@@ -217,7 +217,7 @@ def _falls_below_s4(run: str) -> list[str]:
 
 # arm 3's runs in study/attention/arms/ (backlog.sh stage 5)
 A3R, A3N, A3S, A3C = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal", "cape"))
-A3R1, A3N1 = (f"arms/frontend70/{pe}_ctc_s1" for pe in ("relative", "none"))
+A3R1, A3N1, A3S1 = (f"arms/frontend70/{pe}_ctc_s1" for pe in ("relative", "none", "sinusoidal"))
 
 
 def _arm3_against(pe: str, other: str, sentence: str) -> Claim:
@@ -2130,6 +2130,17 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("arm 3 none s1: reproduced, seed 0 not", "which reproduces its archived run exactly (seed 0's retrain\n  did not)",
          lambda d: [] if _arm_retrained("frontend70", "none_ctc_s1")["reproduced"]
          and not _arm_retrained("frontend70", "none_ctc_s0")["reproduced"] else ["reproduction"]),
+    *_uniform(A3S1, "near uniform\n  again at length: at 160 s its mean attended distance is {} s of {} s, a third of the\n  "
+              "recording, and {} % [{}, {}] of its attention lies within ±0.5 s; on the 2-4 s utterances\n  {} % [{}, {}]",
+              "near uniform\n  again at length"),
+    Claim("arm 3 sinusoidal s1 against none and relative s1", "above `none` seed 1's {} % and far below relative seed 1's {} %",
+          lambda d: [100 * run_attention(A3N1, "ladder_test_alone")[0], 100 * run_attention(A3R1, "ladder_test_alone")[0]]),
+    Fact("arm 3 sinusoidal s1: above none, below relative, as seed 0", "above `none` seed 1's",
+         lambda d: [] if run_attention(A3N1, "ladder_test_alone")[2] < run_attention(A3S1, "ladder_test_alone")[1]
+         and run_attention(A3S1, "ladder_test_alone")[2] < run_attention(A3R1, "ladder_test_alone")[1]
+         and run_attention(A3N, "ladder_test_alone")[2] < run_attention(A3S, "ladder_test_alone")[1] else ["CIs overlap"]),
+    Fact("arm 3 sinusoidal s1: reproduced", "Sinusoidal, 70 ms front end, seed 1**, which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("frontend70", "sinusoidal_ctc_s1")["reproduced"] else ["not reproduced"]),
     Fact("arm 3 relative s1: reproduced", "Relative, 70 ms front end, seed 1**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("frontend70", "relative_ctc_s1")["reproduced"] else ["not reproduced"]),
     Fact("arm 3 relative s0: reproduced", "which reproduces its archived run exactly (every\n  test and long-form "
