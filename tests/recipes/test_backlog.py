@@ -116,7 +116,7 @@ case "$1" in
       archived) exit 1 ;;
       stage) mkdir -p "$4/$(basename "$3")" ;;
       reports) mkdir -p "$4"; touch "$4/$(basename "$3").md" "$4/$(basename "$3").choice.json" ;;
-      summary) echo "$4: chosen window:2.5" ;;
+      summary) [ "$4" = "${FAKE_SUMMARY_FAILS:-none}" ] && exit 1; echo "$4: chosen window:2.5" ;;
       reproduce) echo "$3" >> "$7"; echo '{"run": "x", "reproduced": false}' ;;
       attention-summary) echo "$(basename "$3"): local share alone 80.0 %" ;;
     esac ;;
@@ -133,7 +133,7 @@ exit 0
 '''
 
 
-def _lane(tmp_path, *, with_code: bool, stages=("3", "4")):
+def _lane(tmp_path, *, with_code: bool, stages=("3", "4"), summary_fails: str = ""):
     """A checkout holding backlog.sh (and, ``with_code``, the files stages 3-4 need), a stand-in Python
     that records its calls and writes what each step leaves, and checked inputs."""
     import os
@@ -157,7 +157,7 @@ def _lane(tmp_path, *, with_code: bool, stages=("3", "4")):
     (work).mkdir()
     (work / "inputs_checked").write_text("checked\n")
     env = {**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(tmp_path / "calls.log"), "ASR_PE_CACHE": str(tmp_path),
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+           "FAKE_SUMMARY_FAILS": summary_fails, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     proc = subprocess.run(["bash", str(repo / "recipes" / "synth" / "study" / "backlog.sh"), "--stage", stages[0],
                            "--stop_stage", stages[1], "--work_dir", str(work), "--nice", "0"],
                           capture_output=True, text=True, env=env,
@@ -192,6 +192,17 @@ def test_stages_3_and_4_train_the_cape_parts_and_the_transducer_arm_and_commit_e
     assert log[-2].startswith("issue 45 point 4: cape_shift_only, cape_ctc_s4 trained, on the ladder and the tempo ladder;")
     assert log[0].startswith("issue 44 point 5: cape_transducer_s3 trained, on the ladder;")
     assert (repo / "recipes/synth/study/cape_parts/cape_local_only/reports/cape_ctc_s3.choice.json").exists()
+
+
+def test_a_run_whose_archiving_fails_after_its_rows_are_staged_stops_the_lane(tmp_path):
+    # going on would copy the commit checkout's table over the staged one at the next run's sync_dest
+    proc, calls, repo, _ = _lane(tmp_path, with_code=True, summary_fails="cape_ctc_s4")
+    assert proc.returncode == 1
+    train = [c for c in calls if c.startswith("train.py")]
+    assert len(train) == 1   # cape_shift_only's seed 4, then nothing more
+    assert "cape_ctc_s4: summary FAILED; stopped:" in proc.stdout
+    assert "holds cape_ctc_s4's rows uncommitted" in proc.stdout
+    assert subprocess_log(repo) == ["start"]
 
 
 def test_stages_3_and_4_refuse_a_checkout_without_their_code(tmp_path):

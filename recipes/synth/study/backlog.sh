@@ -46,6 +46,8 @@
 #      per-utterance scores for the test pool only, as study/ladder/ keeps them, and the run's own
 #      test and long-form decodings), the report and the choice as <dest>/reports/<run>.{md,choice.json};
 #   5. copy those files into --commit_repo (default: this checkout) and commit only them there.
+# A failed training or decoding skips to the next run; a failure in 4-5 stops the lane (the next run
+# would copy the commit checkout's table over the uncommitted one); the same command retries it.
 # The new runs go to their own folders (seed4/, more_pes/) so that the committed tables of
 # study/ladder/ (seeds 2, 3), which RESULTS.md and the READMEs quote, stay what they quote until a
 # folder is complete.
@@ -88,6 +90,11 @@ work_dir=$(cd "$work_dir" && pwd)
 export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 run_py() { nice -n "$niceness" "$PYTHON" "$@"; }
 log() { echo "[$(date -u '+%F %H:%M:%S')] $*"; }
+# a failure once a run's rows are in this checkout's table, not yet committed: the lane stops, since the
+# next run would copy the commit checkout's table over it (sync_dest); the same command retries the run
+stop_lane() {
+  log "  $1; stopped: $2 holds $3's rows uncommitted; run the same command again to archive it"; exit 1
+}
 log "backlog: code $repo ($(git -C "$repo" rev-parse --short HEAD)), commits to $commit_repo, work in $work_dir"
 log "  python $PYTHON: $("$PYTHON" -c 'import asr_pe; print(asr_pe.__file__)')"
 
@@ -179,15 +186,17 @@ one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [overri
     && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive${arm:+/$arm}/$run" --remedy-utts \
     && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive${arm:+/$arm}/$run" \
     && run_py recipes/synth/study/backlog.py reports "$rundir" "$repo/$dest/reports" \
-    || { log "  $run: archiving FAILED"; return 1; }
+    || stop_lane "$run: archiving FAILED" "$repo/$dest" "$run"
   local line
-  line=$(run_py recipes/synth/study/backlog.py summary "$repo/$dest" "$run") || return 1
+  line=$(run_py recipes/synth/study/backlog.py summary "$repo/$dest" "$run") \
+    || stop_lane "$run: summary FAILED" "$repo/$dest" "$run"
   log "  $line"
   if [ -n "$origin" ]; then
-    commit_paths "$what: ladder, $run retrained (archived run reproduced: $reproduced); $line" "${paths[@]}"
+    line="$what: ladder, $run retrained (archived run reproduced: $reproduced); $line"
   else
-    commit_paths "$what: ${arm:+$arm, }$run trained, on the ladder${rate:+ and the $rate ladder}; $line" "${paths[@]}"
+    line="$what: ${arm:+$arm, }$run trained, on the ladder${rate:+ and the $rate ladder}; $line"
   fi
+  commit_paths "$line" "${paths[@]}" || stop_lane "$run: commit FAILED" "$repo/$dest" "$run"
 }
 
 # needs_code WHAT FILE: the stage's code (FILE, a module or script) is in this checkout; else one line
@@ -299,12 +308,13 @@ attention_run() {  # arm (the folder of study/arms/) experiment pe seed
   run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive/arms/$arm" > /dev/null \
     && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/arms/$arm/$run" --remedy-utts \
     && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive/arms/$arm/$run" \
-    || { log "  arms/$arm/$run: archiving FAILED"; return 1; }
+    || stop_lane "arms/$arm/$run: archiving FAILED" "$repo/$dest" "$run"
   local line
-  line=$(run_py recipes/synth/study/backlog.py attention-summary "$rundir") || return 1
+  line=$(run_py recipes/synth/study/backlog.py attention-summary "$rundir") \
+    || stop_lane "arms/$arm/$run: attention summary FAILED" "$repo/$dest" "$run"
   log "  arms/$arm/$line"
   commit_paths "issue 48 point 7: arms/$arm, $run retrained (archived run reproduced: $reproduced), its attention on the ladder's test pool; $line" \
-    "$dest/results.jsonl.xz" "$dest/retrained.jsonl"
+    "$dest/results.jsonl.xz" "$dest/retrained.jsonl" || stop_lane "arms/$arm/$run: commit FAILED" "$repo/$dest" "$run"
 }
 
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
