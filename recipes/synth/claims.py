@@ -121,7 +121,7 @@ def rope_s4_attention(set_name: str, key: str = "local_mass") -> tuple[float, fl
 def _uniform(run: str, sentence: str, uniform_words: str) -> list:
     """A model said to attend uniformly (``run``: its folder in study/attention/, e.g. ``none_ctc_s4``):
     the sentence's numbers at 160 s (mean distance of the recording's length, local share with CI)
-    and on the 2-4 s utterances, and the words checked (mean distance within 0.02 of a third of the
+    and on the 2-3 s utterances, and the words checked (mean distance within 0.02 of a third of the
     recording, as for uniform attention)."""
     def numbers(d):
         return [run_attention(run, "ladder_test_gap500ms_160", "mean_distance_s")[0],
@@ -171,7 +171,7 @@ def run_attention(run: str, set_name: str, key: str = "local_mass") -> tuple[flo
 
 
 def _shares_by_rung(run: str) -> list[float]:
-    """``run``'s local share (%) on the 2-4 s utterances (with CI), on the rungs of `ATTENTION_RUNGS`,
+    """``run``'s local share (%) on the 2-3 s utterances (with CI), on the rungs of `ATTENTION_RUNGS`,
     and at 160 s (with CI), then its mean distance and the recording's length at 160 s."""
     long = "ladder_test_gap500ms_160"
     return [*_pct(run_attention(run, "ladder_test_alone"))[:3],
@@ -181,7 +181,7 @@ def _shares_by_rung(run: str) -> list[float]:
 
 
 def _local_and_distance(run: str, other: str) -> list[float]:
-    """``run``'s local share (%, CI) on the 2-4 s utterances and at 160 s, its mean distance and the
+    """``run``'s local share (%, CI) on the 2-3 s utterances and at 160 s, its mean distance and the
     recording's length at 160 s, and ``other``'s mean distance there."""
     long = "ladder_test_gap500ms_160"
     return [*_pct(run_attention(run, "ladder_test_alone"))[:3], *_pct(run_attention(run, long))[:3],
@@ -193,7 +193,7 @@ ATT_SETS = ("ladder_test_alone", *(f"ladder_test_gap500ms_{r}" for r in (5, 10, 
 
 
 def _local_by_length(run: str) -> list[float]:
-    """A local model's sentence: its local share (%, with CI) on the 2-4 s utterances, on the 5 and 20 s
+    """A local model's sentence: its local share (%, with CI) on the 2-3 s utterances, on the 5 and 20 s
     rungs, with CI at 160 s, then its mean attended distance and the recording's length there (s)."""
     long = "ladder_test_gap500ms_160"
     return [*_pct(run_attention(run, "ladder_test_alone"))[:3], 100 * run_attention(run, "ladder_test_gap500ms_5")[0],
@@ -209,7 +209,7 @@ def _falls(run: str) -> list[str]:
 
 
 def _falls_below_s4(run: str) -> list[str]:
-    """``run``'s local share falls from the 2-4 s utterances through every rung, and lies below RoPE
+    """``run``'s local share falls from the 2-3 s utterances through every rung, and lies below RoPE
     seed 4's at each."""
     return _falls(run) + [f"{s}: {run} {run_attention(run, s)[0]:.3f} not below seed 4's {rope_s4_attention(s)[0]:.3f}"
                           for s in ATT_SETS if not run_attention(run, s)[0] < rope_s4_attention(s)[0]]
@@ -221,7 +221,7 @@ A3R1, A3N1, A3S1 = (f"arms/frontend70/{pe}_ctc_s1" for pe in ("relative", "none"
 
 
 def _arm3_against(pe: str, other: str, sentence: str) -> Claim:
-    """An arm-3 run's sentence: ``other``'s local share (%) on the 2-4 s utterances, then what the
+    """An arm-3 run's sentence: ``other``'s local share (%) on the 2-3 s utterances, then what the
     three-utterance table of seed 0 said for ``pe`` at 2-4 s and 160 s."""
     return Claim(f"arm 3 {pe} s0: against {other}, and the three-utterance table", sentence,
                  lambda d: [100 * run_attention(other, "ladder_test_alone")[0], local(d, pe, "2-4", "arms/frontend70"),
@@ -590,7 +590,7 @@ CLAIMS = [
                      ("window", "window:10", "chunked", "NTK", "plain", "logit scale", "YaRN", "position interpolation")]),
     Claim("RoPE attention",
           "seeds 4 and 3: {} % and {} % of its attention within ±0.5 s on the ladder's 160 s rung against {} % and {} % "
-          "at 2-4 s",
+          "at 2-3 s",
           lambda d: [100 * run_attention(f"rope_ctc_s{s}", set_name)[0]
                      for set_name in ("ladder_test_gap500ms_160", "ladder_test_alone") for s in (4, 3)]),
     # the demo (make demo, its default threads=1, archived in study/demo)
@@ -1952,7 +1952,7 @@ CLAIMS = [c for c in CLAIMS if c.name not in _MOVED_TO_REMEDIES_NOTE] + [
 ATTENTION_RUNGS = (5, 10, 20, 40, 80)  # the README's rungs before the 160 s one
 ATTENTION_NOTE_CLAIMS = [
     Claim("RoPE s4 local share per rung",
-          "keeps {} % [{}, {}] of\nits attention within ±0.5 s of the query on 2-4 s utterances decoded alone, and the share "
+          "keeps {} % [{}, {}] of\nits attention within ±0.5 s of the query on 2-3 s utterances decoded alone, and the share "
           "falls at\nevery rung of the length ladder: {} % on the 5 s rung, {} % at 10 s, {} % at 20 s, {} % at\n40 s, {} % "
           "at 80 s, {} % [{}, {}] at 160 s, where its mean attended distance is {} s of\n{} s.",
           lambda d: [*_pct(rope_s4_attention("ladder_test_alone"))[:3],
@@ -1960,11 +1960,11 @@ ATTENTION_NOTE_CLAIMS = [
                      *_pct(rope_s4_attention("ladder_test_gap500ms_160"))[:3],
                      rope_s4_attention("ladder_test_gap500ms_160", "mean_distance_s")[0],
                      rope_s4_attention("ladder_test_gap500ms_160", "duration")[0]]),
-    Claim("RoPE s3 agrees with s4", "falls the same way, from {} % on the 2-4 s utterances to {} % at 160 s",
+    Claim("RoPE s3 agrees with s4", "falls the same way, from {} % on the 2-3 s utterances to {} % at 160 s",
           lambda d: [100 * run_attention("rope_ctc_s3", "ladder_test_alone")[0],
                      100 * run_attention("rope_ctc_s3", "ladder_test_gap500ms_160")[0]]),
     Claim("RoPE s3 local share per rung",
-          "79.4 % [78.9, 79.9] within ±0.5 s on the 2-4 s utterances".replace("79.4 % [78.9, 79.9]", "{} % [{}, {}]")
+          "79.4 % [78.9, 79.9] within ±0.5 s on the 2-3 s utterances".replace("79.4 % [78.9, 79.9]", "{} % [{}, {}]")
           + ", {} % on the\n5 s rung, {} % at 10 s, {} % at 20 s, {} % at 40 s, {} % at 80 s and {} % [{}, {}] at\n160 s, "
           "where its mean attended distance is {} s of {} s.",
           lambda d: [*_pct(run_attention("rope_ctc_s3", "ladder_test_alone"))[:3],
@@ -1978,7 +1978,7 @@ ATTENTION_NOTE_CLAIMS = [
          "`study/seeds/rope_ctc_s3`",
          lambda d: [] if not _rate_retrained("rope_ctc_s3")["reproduced"] else ["rope_ctc_s3 reproduced"]),
     Claim("relative s4 local share and distance",
-          "it keeps {} % [{}, {}] of its attention within ±0.5 s on the 2-4 s utterances and still {} %\n[{}, {}] at "
+          "it keeps {} % [{}, {}] of its attention within ±0.5 s on the 2-3 s utterances and still {} %\n[{}, {}] at "
           "160 s, where its mean attended distance is {} s of {} s (RoPE: {} s)",
           lambda d: _local_and_distance("relative_ctc_s4", "rope_ctc_s4")),
     Fact("relative spreads less than RoPE", "attention spreads with length far less than RoPE's",
@@ -1987,7 +1987,7 @@ ATTENTION_NOTE_CLAIMS = [
                           and s4_attention("relative", "ladder_test_gap500ms_160")[1]
                           > rope_s4_attention("ladder_test_gap500ms_160")[2]) else ["relative's local share falls as far as RoPE's"]),
     Claim("relative s3 local share and distance",
-          "is more local still: {} % [{}, {}] within ±0.5 s on the 2-4 s utterances, {} % [{}, {}]\nat 160 s, a mean "
+          "is more local still: {} % [{}, {}] within ±0.5 s on the 2-3 s utterances, {} % [{}, {}]\nat 160 s, a mean "
           "attended distance of {} s of {} s (RoPE seed 3: {} s)",
           lambda d: _local_and_distance("relative_ctc_s3", "rope_ctc_s3")),
     Fact("relative s3 more local than s4, and half local at 160 s", "is more local still",
@@ -2002,47 +2002,47 @@ ATTENTION_NOTE_CLAIMS = [
          else ["relative's 160 s local share CI reaches below 0.5"]),
     *_uniform("sinusoidal_ctc_s4", "at 160 s its mean attended distance is {} s of {} s, a third of the\nrecording as for "
                  "uniform attention, and {} % [{}, {}] of its attention lies within ±0.5 s of\nthe query ({} % [{}, {}] "
-                 "on the 2-4 s utterances)", "a third of the recording as for uniform attention"),
+                 "on the 2-3 s utterances)", "a third of the recording as for uniform attention"),
     *_uniform("sinusoidal_ctc_s3", "a mean attended distance of {} s of {} s, and {} % [{}, {}] of its attention "
-              "within\n±0.5 s of the query ({} % [{}, {}] on the 2-4 s utterances)", "is just as uniform at\n160 s"),
+              "within\n±0.5 s of the query ({} % [{}, {}] on the 2-3 s utterances)", "is just as uniform at\n160 s"),
     Fact("sinusoidal s3 attention: the rate lane's retrain, not the archived run", "which does **not**\nreproduce the "
          "archived `study/seeds/sinusoidal_ctc_s3`",
          lambda d: [] if not _rate_retrained("sinusoidal_ctc_s3")["reproduced"] else ["sinusoidal_ctc_s3 reproduced"]),
     *_uniform("none_ctc_s4", "at 160 s its mean attended distance is {} s\nof {} s, a third of the recording, and {} % "
-                 "[{}, {}] of its attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-4 s utterances)",
+                 "[{}, {}] of its attention lies within ±0.5 s of the\nquery ({} % [{}, {}] on the 2-3 s utterances)",
                  "uniform on long inputs too"),
     *_uniform("none_ctc_s3", "at 160 s it attends {} s away on average, of {} s, with {} % [{}, {}]\nof its attention "
-              "within ±0.5 s of the query ({} % [{}, {}] on the 2-4 s utterances)", "attends as uniformly"),
+              "within ±0.5 s of the query ({} % [{}, {}] on the 2-3 s utterances)", "attends as uniformly"),
     Fact("none s3 attention: the rate lane's retrain, not the archived run", "which does **not** reproduce\nthe archived "
          "`study/seeds/none_ctc_s3`",
          lambda d: [] if not _rate_retrained("none_ctc_s3")["reproduced"] else ["none_ctc_s3 reproduced"]),
     *_uniform("cape_ctc_s4", "its mean attended distance at 160 s is {} s of {} s (a third of the recording),\nand {} % "
-                 "[{}, {}] of its attention lies within ±0.5 s of the query there ({} % [{}, {}]\non the 2-4 s utterances)",
+                 "[{}, {}] of its attention lies within ±0.5 s of the query there ({} % [{}, {}]\non the 2-3 s utterances)",
                  "uniform on long inputs as\nwell"),
     *_uniform("cape_ctc_s3", "its attention lies {} s from the query on average at 160 s, of {} s, {} % [{},\n{}] "
-              "of it within ±0.5 s ({} % [{}, {}] on the 2-4 s utterances)", "is as uniform"),
+              "of it within ±0.5 s ({} % [{}, {}] on the 2-3 s utterances)", "is as uniform"),
     Fact("cape s3 attention: the rate lane's retrain, not the archived run", "which does **not**\nreproduce the "
          "archived `study/seeds/cape_ctc_s3`",
          lambda d: [] if not _rate_retrained("cape_ctc_s3")["reproduced"] else ["cape_ctc_s3 reproduced"]),
     *_uniform("conv_ctc_s0", "at 160 s it attends {} s away on average, of {} s (a third of the\nrecording), "
-              "with {} % [{}, {}] of its attention within ±0.5 s of the query ({} % [{}, {}]\non the 2-4 s "
+              "with {} % [{}, {}] of its attention within ±0.5 s of the query ({} % [{}, {}]\non the 2-3 s "
               "utterances)", "uniform on long inputs, as `none`"),
     Fact("conv s0 attention: the lane's retrain, not the archived run", "(the lane's retraining, which does **not**\n"
          "reproduce the archived `study/runs/conv_ctc_s0`",
          lambda d: ["conv_ctc_s0 reproduced"] if _more_pes_retrained("conv", 0)["reproduced"] else []),
     *_uniform("learned_wrap_ctc_s0", "at 160 s its mean distance from the query is {} s of {} s (a\nthird of the "
               "recording), and {} % [{}, {}] of its attention falls within ±0.5 s of the query\n({} % [{}, {}] on the "
-              "2-4 s utterances)", "spread evenly\nover long inputs, like `none` and conv"),
+              "2-3 s utterances)", "spread evenly\nover long inputs, like `none` and conv"),
     Fact("learned s0 attention: the lane's retrain, not the archived run", "(the lane's retraining, which does **not** "
          "reproduce the\narchived `study/runs/learned_wrap_ctc_s0`",
          lambda d: ["learned_wrap_ctc_s0 reproduced"] if _more_pes_retrained("learned_wrap", 0)["reproduced"] else []),
     *_uniform("learned_wrap_ctc_s1", "{} s from the query on average at 160 s, of {} s, and {} % [{}, {}] within "
-              "±0.5 s there\n({} % [{}, {}] on the 2-4 s utterances)", "spreads the same\nway"),
+              "±0.5 s there\n({} % [{}, {}] on the 2-3 s utterances)", "spreads the same\nway"),
     Fact("learned s1 attention: the rate lane's retrain, the archived run", "which reproduces the\narchived "
          "`study/runs/learned_wrap_ctc_s1` exactly",
          lambda d: [] if _rate_retrained("learned_wrap_ctc_s1")["reproduced"] else ["learned_wrap_ctc_s1 not reproduced"]),
     Claim("Shaw s1 local share per rung and distance",
-          "on the 2-4 s utterances\n{} % [{}, {}] of it lies within ±0.5 s, then {} % (5 s rung), {} % (10 s), {} % (20 s),\n"
+          "on the 2-3 s utterances\n{} % [{}, {}] of it lies within ±0.5 s, then {} % (5 s rung), {} % (10 s), {} % (20 s),\n"
           "{} % (40 s), {} % (80 s) and {} % [{}, {}] (160 s); its mean attended distance at 160 s is\n{} s of {} s.",
           lambda d: _shares_by_rung("shaw_ctc_s1")),
     Fact("Shaw s1: falls at every rung, from below RoPE s4's start", "its attention spreads with length as RoPE's does, "
@@ -2059,7 +2059,7 @@ ATTENTION_NOTE_CLAIMS = [
                      c.attention.max_distance * 0.04]),
     Claim("ALiBi s0 local share and distance",
           "{} % [{}, {}] of its attention within ±0.5 s on the "
-          "2-4 s utterances, {} % on the 20 s\nrung and still {} % [{}, {}] at 160 s, where its mean attended distance is "
+          "2-3 s utterances, {} % on the 20 s\nrung and still {} % [{}, {}] at 160 s, where its mean attended distance is "
           "{} s of {} s",
           lambda d: [*_pct(run_attention("alibi_ctc_s0", "ladder_test_alone"))[:3],
                      100 * run_attention("alibi_ctc_s0", "ladder_test_gap500ms_20")[0],
@@ -2075,7 +2075,7 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("ALiBi s0 is the archived run", "which reproduces the archived `study/runs/alibi_ctc_s0`\nexactly",
          lambda d: [] if _more_pes_retrained("alibi", 0)["reproduced"] else ["alibi_ctc_s0 not reproduced"]),
     Claim("T5 s1 local share per rung and distance",
-          "{} % [{}, {}] of its\nattention lies within ±0.5 s on the 2-4 s utterances (`none` seed 4: {} %), "
+          "{} % [{}, {}] of its\nattention lies within ±0.5 s on the 2-3 s utterances (`none` seed 4: {} %), "
           "then {} % (5 s\nrung), {} % (10 s), {} % (20 s), {} % (40 s), {} % (80 s) and {} % [{}, {}] (160 s), "
           "about\nhalf at each doubling; at 160 s its mean attended distance is {} s of {} s",
           lambda d: (lambda v: [*v[:3], 100 * run_attention("none_ctc_s4", "ladder_test_alone")[0], *v[3:]])(
@@ -2097,7 +2097,7 @@ ATTENTION_NOTE_CLAIMS = [
          "`study/runs/t5_ctc_s1`",
          lambda d: ["t5_ctc_s1 reproduced"] if _more_pes_retrained("t5", 1)["reproduced"] else []),
     Claim("arm 3 relative s0 attention",
-          "{} % [{}, {}] of its attention within ±0.5 s on the 2-4 s\n  utterances, falling slowly with length "
+          "{} % [{}, {}] of its attention within ±0.5 s on the 2-3 s\n  utterances, falling slowly with length "
           "({} % on the 5 s rung, {} % at 20 s) to {} % [{},\n  {}] at 160 s, where its mean attended distance is {} s "
           "of {} s. The three-utterance table\n  said {} at 2-4 s and {} at 160 s",
           lambda d: [*_local_by_length(A3R),
@@ -2105,14 +2105,14 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("arm 3 relative s0: falls at every rung", "falling slowly with length",
          lambda d: _falls(A3R)),
     Claim("arm 3 relative s1 attention",
-          "{} % [{}, {}] within ±0.5 s on the\n  2-4 s utterances, {} % on the 5 s rung, {} % at 20 s and {} % [{}, {}] "
+          "{} % [{}, {}] within ±0.5 s on the\n  2-3 s utterances, {} % on the 5 s rung, {} % at 20 s and {} % [{}, {}] "
           "at 160 s, where\n  its mean attended distance is {} s of {} s (seed 0: {} %, {} %, {} s)",
           lambda d: [*_local_by_length(A3R1), *(s0 := _local_by_length(A3R))[:1], s0[5], s0[8]]),
     Fact("arm 3 relative s1: below seed 0 at every rung, falling", "a little less so at every rung",
          lambda d: [f"{s}: not below seed 0" for s in ATT_SETS if not run_attention(A3R1, s)[2] < run_attention(A3R, s)[1]]
          + _falls(A3R1)),
     *_uniform(A3N1, "uniform on long inputs again, its mean attended distance at 160 s {} s of {} s,\n  a third of the "
-              "recording, with {} % [{}, {}] of its attention within ±0.5 s ({} % [{},\n  {}] on the 2-4 s utterances",
+              "recording, with {} % [{}, {}] of its attention within ±0.5 s ({} % [{},\n  {}] on the 2-3 s utterances",
               "uniform on long inputs again"),
     Claim("arm 3 none s1 against seed 0", "utterances; seed 0: {} %)",
           lambda d: [100 * run_attention(A3N, "ladder_test_alone")[0]]),
@@ -2120,7 +2120,7 @@ ATTENTION_NOTE_CLAIMS = [
          lambda d: [] if _arm_retrained("frontend70", "none_ctc_s1")["reproduced"]
          and not _arm_retrained("frontend70", "none_ctc_s0")["reproduced"] else ["reproduction"]),
     *_uniform(A3S1, "near uniform\n  again at length: at 160 s its mean attended distance is {} s of {} s, a third of the\n  "
-              "recording, and {} % [{}, {}] of its attention lies within ±0.5 s; on the 2-4 s utterances\n  {} % [{}, {}]",
+              "recording, and {} % [{}, {}] of its attention lies within ±0.5 s; on the 2-3 s utterances\n  {} % [{}, {}]",
               "near uniform\n  again at length"),
     Claim("arm 3 sinusoidal s1 against none and relative s1", "above `none` seed 1's {} % and far below relative seed 1's {} %",
           lambda d: [100 * run_attention(A3N1, "ladder_test_alone")[0], 100 * run_attention(A3R1, "ladder_test_alone")[0]]),
@@ -2135,7 +2135,7 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("arm 3 relative s0: reproduced", "which reproduces its archived run exactly (every\n  test and long-form "
          "hypothesis)", lambda d: [] if _arm_retrained("frontend70", "relative_ctc_s0")["reproduced"] else ["not reproduced"]),
     *_uniform(A3N, "the study's\n  `none`: at 160 s its mean attended distance is {} s of {} s, a third of the recording, with\n  {} % [{}, {}] "
-              "of its attention within ±0.5 s ({} % [{}, {}] on the 2-4 s utterances", "uniform on long inputs, as the "
+              "of its attention within ±0.5 s ({} % [{}, {}] on the 2-3 s utterances", "uniform on long inputs, as the "
               "study's\n  `none`"),
     _arm3_against("none", A3R, "against relative's {} %). The three-utterance table said {} and {}"),
     Claim("arm 3 none s0: another sample", "({} of the {} test\n  hypotheses differ from the archived run's",
@@ -2143,7 +2143,7 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("arm 3 none s0: not reproduced", "seed 0**, another sample of the recipe (149",
          lambda d: ["reproduced"] if _arm_retrained("frontend70", "none_ctc_s0")["reproduced"] else []),
     *_uniform(A3S, "like `none`: at 160 s its mean attended distance is {} s of {} s, a third of the\n  recording, with {} % "
-              "[{}, {}] of its attention within ±0.5 s ({} % [{}, {}] on the 2-4 s\n  utterances", "exactly: near uniform\n  on "
+              "[{}, {}] of its attention within ±0.5 s ({} % [{}, {}] on the 2-3 s\n  utterances", "exactly: near uniform\n  on "
               "long inputs"),
     _arm3_against("sinusoidal", A3N, "a little above `none`'s {} % and far below relative's). The three-utterance "
                   "table\n  said {} and {}"),
@@ -2153,7 +2153,7 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("arm 3 sinusoidal s0: reproduced", "Sinusoidal, 70 ms front end, seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("frontend70", "sinusoidal_ctc_s0")["reproduced"] else ["not reproduced"]),
     *_uniform(A3C, "uniform on long\n  inputs as `none` is: its mean attended distance at 160 s is {} s of {} s, a third of the\n  "
-              "recording, and {} % [{}, {}] of its attention lies within ±0.5 s ({} % [{}, {}] on the\n  2-4 s utterances",
+              "recording, and {} % [{}, {}] of its attention lies within ±0.5 s ({} % [{}, {}] on the\n  2-3 s utterances",
               "uniform on long\n  inputs as `none` is"),
     _arm3_against("cape", A3N, "the CI overlaps `none`'s, {} %, and lies below sinusoidal's). CAPE's\n  augmentation "
                   "keeps the model from using absolute position, as RESULTS.md's arm 3 reads the CER.\n  The "
