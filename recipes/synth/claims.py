@@ -217,7 +217,7 @@ def _falls_below_s4(run: str) -> list[str]:
 
 # arm 3's runs in study/attention/arms/ (backlog.sh stage 5)
 A3R, A3N, A3S, A3C = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal", "cape"))
-A3R1, A3N1, A3S1 = (f"arms/frontend70/{pe}_ctc_s1" for pe in ("relative", "none", "sinusoidal"))
+A3R1, A3N1, A3S1, A3C1 = (f"arms/frontend70/{pe}_ctc_s1" for pe in ("relative", "none", "sinusoidal", "cape"))
 
 
 def _arm3_against(pe: str, other: str, sentence: str) -> Claim:
@@ -2163,6 +2163,23 @@ ATTENTION_NOTE_CLAIMS = [
          and n[1] <= c[2] and c[2] < run_attention(A3S, "ladder_test_alone")[1] else ["CIs"]),
     Fact("arm 3 CAPE s0: reproduced", "CAPE, 70 ms front end, seed 0**, which reproduces its archived run exactly too",
          lambda d: [] if _arm_retrained("frontend70", "cape_ctc_s0")["reproduced"] else ["not reproduced"]),
+    *_uniform(A3C1, "uniform on long\n  inputs as seed 0 is: at 160 s its mean attended distance is {} s of {} s, a third of the\n  "
+              "recording, with {} % [{}, {}] of its attention within ±0.5 s; on the 2-3 s utterances\n  {} % [{}, {}]",
+              "uniform on long\n  inputs as seed 0 is"),
+    Claim("arm 3 CAPE s1 against none and sinusoidal s1", "overlapping `none` seed 1's {} % and below sinusoidal seed 1's {} %",
+          lambda d: [100 * run_attention(A3N1, "ladder_test_alone")[0], 100 * run_attention(A3S1, "ladder_test_alone")[0]]),
+    Fact("arm 3 CAPE s1: like none, below sinusoidal, as seed 0", "overlapping `none` seed 1's",
+         lambda d: [] if (c := run_attention(A3C1, "ladder_test_alone"))[1] <= (n := run_attention(A3N1, "ladder_test_alone"))[2]
+         and n[1] <= c[2] and c[2] < run_attention(A3S1, "ladder_test_alone")[1] else ["CIs"]),
+    Fact("arm 3 CAPE s1: reproduced", "CAPE, 70 ms front end, seed 1**, which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("frontend70", "cape_ctc_s1")["reproduced"] else ["not reproduced"]),
+    Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
+         lambda d: _falls(A3R) + _falls(A3R1)
+         + [f"{r}: not near uniform at 160 s" for r in (A3N, A3S, A3C, A3N1, A3S1, A3C1)
+            if run_attention(r, "ladder_test_gap500ms_160")[0] > 0.02]
+         + [f"seed {s}: sinusoidal not above none and CAPE" for s, (n, si, c) in ((0, (A3N, A3S, A3C)), (1, (A3N1, A3S1, A3C1)))
+            if not run_attention(si, "ladder_test_alone")[1] > max(run_attention(n, "ladder_test_alone")[2],
+                                                                     run_attention(c, "ladder_test_alone")[2])]),
     Claim("RoPE s4 recordings per rung", "every recording where a rung has fewer (80 s: {}, 160 s: {})",
           lambda d: [rope_s4_attention("ladder_test_gap500ms_80")[3], rope_s4_attention("ladder_test_gap500ms_160")[3]]),
 ]
