@@ -1207,7 +1207,7 @@ def _tie_margin(dev) -> float:
     return 0.01
 
 
-MORE_PES_SEED1 = {"shaw_ctc_s1", "t5_ctc_s1", "alibi_ctc_s1", "rem_ctc_s1", "conv_ctc_s1"}   # seed 1's runs the ladder README describes
+MORE_PES_SEED1 = {"shaw_ctc_s1", "t5_ctc_s1", "alibi_ctc_s1", "rem_ctc_s1", "conv_ctc_s1", "learned_wrap_ctc_s1"}   # seed 1's runs the ladder README describes
 
 
 def _within(level):
@@ -1307,12 +1307,12 @@ LADDER_NOTE_CLAIMS = [
           "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}] at 160 s",
           lambda d: (lambda r, v: [r["test"]["differing"], r["test"]["utterances"], *v])(
               _more_pes_retrained("learned_wrap", 0), _rises_then_holds(_more_pes(d, "learned_wrap", 0)))),
-    *[Fact(f"ladder more_pes: seed 0 of all seven, seed 1 of five ({where})", words,
+    *[Fact(f"ladder more_pes: seed 0 of all seven, seed 1 of six ({where})", words,
            lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in MORE_PES} | MORE_PES_SEED1
                       else [f"runs retrained: {sorted(runs)}"])({r["run"] for r in _more_pes_rows()}))
       for where, words in (("opening", "seed 0 of all seven is now"),
-                           ("opening", "Seed 1\nof the seven: Shaw, T5, ALiBi, REM and conv so far"),
-                           ("not done yet", "seed 0 of all seven and seed 1 of Shaw, T5, ALiBi, REM and conv so far"))],
+                           ("opening", "Seed 1\nof the seven: all but √D sinusoidal so far"),
+                           ("not done yet", "seed 0 of all seven and seed 1 of all but √D sinusoidal so far"))],
     Claim("ladder more_pes: ALiBi seed 1",
           "Dev: plain {}, **window:2.5 {}**,\nwindow:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test {} against "
           "{} %. It\nstays within 1.07× at every rung, {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and\nwindow:2.5 leaves "
@@ -1368,6 +1368,24 @@ LADDER_NOTE_CLAIMS = [
                                                 _more_pes(d, "conv", 1)[8:14]) if not b > a]),
     Claim("ladder opening: conv seed 1", "conv grows at every doubling again (seeds 0-1 {}× [{}, {}])",
           lambda d: _grows_at_every_doubling(_more_pes(d, "conv", 1)) and _seeds01_plain(d, "conv")),
+    Claim("ladder more_pes: learned seed 1",
+          "Dev: plain {}, window:2.5 {}, **window:5 {}**, window:10 {}, logit_scale {},\nchunked:20:4 {}; test {} against "
+          "{} %. Its ratio rises to about 1.15× by 20 s and holds,\nhigher than seed 0's at every rung: {}, {}, {}, {}, {}, {}× "
+          "(160 s: [{}, {}]), and\nwindow:5 leaves it at {}× [{}, {}]. Seeds 0 and 1 together at 160 s: {}× [{}, {}]\nplain",
+          lambda d: [*_holds_near(1.15, 20, 0.03)(_more_pes(d, "learned_wrap", 1, "window:5")),
+                     *_seeds01_plain(d, "learned_wrap")]),
+    Fact("ladder more_pes: learned seed 1 reproduced, seed 0 not", "Learned (`learned_wrap`) seed 1, retrained, "
+         "reproduces its archived run exactly (seed 0's retrain\ndid not)",
+         lambda d: [] if _more_pes_retrained("learned_wrap", 1)["reproduced"]
+         and not _more_pes_retrained("learned_wrap", 0)["reproduced"] else ["reproduction"]),
+    Fact("ladder more_pes: learned seed 1 above seed 0", "higher than seed 0's at every rung:",
+         lambda d: [f"{r} s" for r, a, b in zip(RUNGS, _plain_ratios(d, "learned_wrap", 0), _plain_ratios(d, "learned_wrap", 1))
+                    if not b > a]),
+    Fact("ladder more_pes: learned's seeds chose differently", "seed 0 chose window:2.5 on dev, seed 1 window:5",
+         lambda d: [] if [min(v, key=v.get) for s in (0, 1) for v in [_more_pes_dev(d, "learned_wrap", s)]]
+         == ["window:2.5", "window:5"] else ["dev choices"]),
+    Claim("ladder opening: learned seed 1", "learned rises to about 1.15×\nand holds (seeds 0-1 {}× [{}, {}])",
+          lambda d: _holds_near(1.15, 20, 0.03)(_more_pes(d, "learned_wrap", 1, "window:5")) and _seeds01_plain(d, "learned_wrap")),
     Claim("ladder opening: REM seed 1", "REM rises to about 1.15× and holds (seeds 0-1 {}× [{}, {}])",
           lambda d: _holds_near(1.15, 20, 0.03)(_more_pes(d, "rem", 1, "window:5")) and _seeds01_plain(d, "rem")),
     Claim("ladder opening: Shaw and T5 seed 1",
@@ -1896,13 +1914,12 @@ CLAIMS = [c for c in CLAIMS if c.name not in _MOVED_TO_REMEDIES_NOTE] + [
          lambda d: [f"{pe} seed {s} at {r} s: {x:.3f}" for pe in ("alibi", "rem") for s in (0, 1)
                     for r, x in zip(RUNGS, _plain_ratios(d, pe, s))
                     if x > lrange(d, "cape", (GAP, NOGAP))[1]]),
-    Claim("answer: the seven at 160 s", "At 160 s (seeds 0-1): Shaw {}×, T5 {}×, conv\n{}×, ALiBi {}×, REM {}×; "
-          "learned {}×, √D sinusoidal {}× (seed 0 so far)",
-          lambda d: [_seeds01_plain(d, pe)[0] for pe in ("shaw", "t5", "conv", "alibi", "rem")]
-          + [_more_pes(d, pe, 0)[13] for pe in ("learned_wrap", "sinusoidal_sqrtd")]),
-    Fact("answer: learned and sqrt(D), seed 0 so far", "(seed 0 so far)",
-         lambda d: [f"{r} archived" for r in ("learned_wrap_ctc_s1", "sinusoidal_sqrtd_ctc_s1")
-                    if r in {x["run"] for x in _more_pes_rows()}]),
+    Claim("answer: the seven at 160 s", "At 160 s (seeds 0-1): Shaw {}×, T5 {}×, conv\n{}×, ALiBi {}×, REM {}×, "
+          "learned {}×; √D sinusoidal {}× (seed 0 so far)",
+          lambda d: [_seeds01_plain(d, pe)[0] for pe in ("shaw", "t5", "conv", "alibi", "rem", "learned_wrap")]
+          + [_more_pes(d, "sinusoidal_sqrtd", 0)[13]]),
+    Fact("answer: sqrt(D), seed 0 so far", "(seed 0 so far)",
+         lambda d: [f"{r} archived" for r in ("sinusoidal_sqrtd_ctc_s1",) if r in {x["run"] for x in _more_pes_rows()}]),
     Claim("answer: the flat PEs on the ladder",
           "CAPE ≤ {}×, `none` ≤ {}×, relative ≤ {}× at every rung (relative {}× without the 0.5 s gaps",
           lambda d: [lrange(d, "cape", (GAP, NOGAP))[1], lrange(d, "none", (GAP, NOGAP))[1], lrange(d, "relative")[1],
