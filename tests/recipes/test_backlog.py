@@ -133,7 +133,7 @@ exit 0
 '''
 
 
-def _lane(tmp_path, *, with_code: bool, stages=("3", "4"), summary_fails: str = ""):
+def _lane(tmp_path, *, with_code: bool, stages=("3", "4"), summary_fails: str = "", extra=()):
     """A checkout holding backlog.sh (and, ``with_code``, the files stages 3-4 need), a stand-in Python
     that records its calls and writes what each step leaves, and checked inputs."""
     import os
@@ -159,7 +159,7 @@ def _lane(tmp_path, *, with_code: bool, stages=("3", "4"), summary_fails: str = 
     env = {**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(tmp_path / "calls.log"), "ASR_PE_CACHE": str(tmp_path),
            "FAKE_SUMMARY_FAILS": summary_fails, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     proc = subprocess.run(["bash", str(repo / "recipes" / "synth" / "study" / "backlog.sh"), "--stage", stages[0],
-                           "--stop_stage", stages[1], "--work_dir", str(work), "--nice", "0"],
+                           "--stop_stage", stages[1], "--work_dir", str(work), "--nice", "0", *extra],
                           capture_output=True, text=True, env=env,
                           timeout=300)
     calls = (tmp_path / "calls.log").read_text().splitlines() if (tmp_path / "calls.log").exists() else []
@@ -244,6 +244,20 @@ def test_stage_5_trains_the_arms_again_measures_their_attention_and_commits_each
                        "its attention on the ladder's test pool; relative_ctc_s0: local share alone 80.0 %")
     assert log[0].startswith("issue 48 point 7: arms/frontend70_long, cape_ctc_s2 retrained")
     assert len((dest / "retrained.jsonl").read_text().splitlines()) == 8
+
+
+def test_stage_5_runs_the_arms_it_is_given_in_their_order(tmp_path):
+    proc, calls, _, work = _lane(tmp_path, with_code=False, stages=("5", "5"),
+                                 extra=("--arms", "frontend70_long,conformer"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    train = [c for c in calls if c.startswith("train.py")]
+    assert len(train) == 9 + 10 and not [c for c in train if "synth_arm_frontend70 " in c]
+    assert train[0] == (f"train.py -m experiment=synth_arm_frontend70_long hydra.sweep.dir={work}/runs/arms/frontend70_long "
+                        "pe=none seed=0")
+    assert train[9] == f"train.py -m experiment=synth_arm_conformer hydra.sweep.dir={work}/runs/arms/conformer pe=none seed=0"
+    proc, calls, _, _ = _lane(tmp_path / "typo", with_code=False, stages=("5", "5"), extra=("--arms", "conformr"))
+    assert proc.returncode == 2 and "no arm conformr" in proc.stdout
+    assert not [c for c in calls if c.startswith("train.py")]
 
 
 def test_the_attention_summary_reads_the_share_per_set(tmp_path):

@@ -53,8 +53,9 @@
 # folder is complete.
 #
 # Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 5] [--work_dir DIR] [--commit_repo DIR]
-#                                      [--threads 1] [--nice 10]
+#                                      [--threads 1] [--nice 10] [--arms frontend70,conformer,frontend70_long]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
+#   --arms         stage 5's arms, in this order (two lanes can share the stage: one arm each)
 #   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
 # Cost (2 shared CPU cores, 1 thread): training 15-20 min, the plain ladder ~25 min, each dev
 # candidate ~8 min, the chosen setting on test ~10 min: ~1 h per run in stage 1, ~1.5 h in stage 2
@@ -68,6 +69,7 @@ work_dir=$HOME/asr_pe_backlog
 commit_repo=""
 threads=1
 niceness=10
+arms=frontend70,conformer,frontend70_long
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=$2; shift 2 ;;
@@ -76,6 +78,7 @@ while [ $# -gt 0 ]; do
     --commit_repo|--commit-repo) commit_repo=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --nice) niceness=$2; shift 2 ;;
+    --arms) arms=$2; shift 2 ;;
     -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1; see $0 --help" >&2; exit 2 ;;
   esac
@@ -320,19 +323,18 @@ attention_run() {  # arm (the folder of study/arms/) experiment pe seed
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   check_inputs
   log "stage 5: the arms' attention (issue 48 point 7) -> recipes/synth/study/attention/arms/<arm>"
-  for seed in 0 1; do
-    for pe in relative none sinusoidal cape; do
-      attention_run frontend70 synth_arm_frontend70 "$pe" "$seed" || failed=1
-    done
-  done
-  for seed in 0 1; do
-    for pe in none sinusoidal rope relative cape; do
-      attention_run conformer synth_arm_conformer "$pe" "$seed" || failed=1
-    done
-  done
-  for seed in 0 1 2; do
-    for pe in none sinusoidal cape; do
-      attention_run frontend70_long synth_arm_frontend70_long "$pe" "$seed" || failed=1
+  IFS=, read -r -a arm_list <<< "$arms"
+  for arm in "${arm_list[@]}"; do
+    case "$arm" in   # each arm's seeds and PEs
+      frontend70) seeds="0 1" pes="relative none sinusoidal cape" ;;
+      conformer) seeds="0 1" pes="none sinusoidal rope relative cape" ;;
+      frontend70_long) seeds="0 1 2" pes="none sinusoidal cape" ;;
+      *) log "error: --arms: no arm $arm (frontend70, conformer, frontend70_long)"; exit 2 ;;
+    esac
+    for seed in $seeds; do
+      for pe in $pes; do
+        attention_run "$arm" "synth_arm_$arm" "$pe" "$seed" || failed=1
+      done
     done
   done
 fi
