@@ -1142,6 +1142,11 @@ def _l4_reproduced(pe):
 
 
 LM = LADDER / "more_pes"   # the seven PEs never on the ladder before, seeds 0 and 1 (backlog.sh stage 2)
+
+
+def _lm(pe: str, seed: int) -> str:
+    """A more_pes run's path: seed 0 in more_pes/, seed 1 in more_pes/seed1/ (one table each, < 2 MB)."""
+    return str(LM / ("seed1" if seed == 1 else "") / f"{pe}_ctc_s{seed}")
 MORE_PES = ("shaw", "t5", "alibi", "rem", "conv", "learned_wrap", "sinusoidal_sqrtd")
 MORE_PES_CANDIDATES = ("plain", "window:2.5", "window:5", "window:10", "logit_scale", "chunked:20:4")
 
@@ -1153,7 +1158,7 @@ def _more_pes_dev(d, pe, seed) -> dict[str, float]:
     for cand in MORE_PES_CANDIDATES:
         errors = ref = 0
         for r in RUNGS:
-            row = next(x for x in d.series([str(LM / f"{pe}_ctc_s{seed}")], f"ladder_dev_{NOGAP}_{r}{suffix[cand]}")
+            row = next(x for x in d.series([_lm(pe, seed)], f"ladder_dev_{NOGAP}_{r}{suffix[cand]}")
                        .runs[0].rows if x["bucket"] == LONG)
             errors, ref = errors + row["char_errors"], ref + row["ref_chars"]
         dev[cand] = 100 * errors / ref
@@ -1169,7 +1174,7 @@ def _more_pes_chose_window(d, runs=(("shaw", 0), ("shaw", 1), ("t5", 0), ("t5", 
 def _more_pes(d, pe, seed, chosen="window:2.5"):
     """A more_pes run's README numbers: its dev CER per candidate, test CER chosen and plain, the
     plain ratios at every rung with the 160 s CI, the chosen decoding's 160 s cell."""
-    path = (str(LM / f"{pe}_ctc_s{seed}"),)
+    path = (_lm(pe, seed),)
     dev = _more_pes_dev(d, pe, seed)
     assert min(dev, key=dev.get) == chosen, f"{pe} seed {seed}: the lowest dev CER is not {chosen}'s: {dev}"
     from asr_pe.evaluation.ladder_report import whole_rate
@@ -1207,7 +1212,6 @@ def _tie_margin(dev) -> float:
     return 0.01
 
 
-MORE_PES_SEED1 = {"shaw_ctc_s1", "t5_ctc_s1", "alibi_ctc_s1", "rem_ctc_s1", "conv_ctc_s1", "learned_wrap_ctc_s1"}   # seed 1's runs the ladder README describes
 
 
 def _within(level):
@@ -1230,13 +1234,13 @@ def _holds_near(level, rung, tol):
 
 def _plain_ratios(d, pe, seed) -> list[float]:
     """A more_pes run's plain in-context ratio at every rung (0.5 s gaps), 5 ... 160 s."""
-    return [d.ladder((str(LM / f"{pe}_ctc_s{seed}"),), GAP, r).ratio for r in RUNGS]
+    return [d.ladder((_lm(pe, seed),), GAP, r).ratio for r in RUNGS]
 
 
 def _seeds01(d, pe, suffixes=("", SUFFIX["window:2.5"])) -> list[float]:
     """A more_pes PE's seeds 0 and 1 pooled at 160 s (crossed CI): ratio and CI per decoding (plain, then
     window:2.5's unless ``suffixes`` says otherwise)."""
-    runs = tuple(str(LM / f"{pe}_ctc_s{s}") for s in (0, 1))
+    runs = tuple(_lm(pe, s) for s in (0, 1))
     return [x for suffix in suffixes for c in [d.ladder(runs, GAP, 160, suffix)] for x in (c.ratio, c.ci_low, c.ci_high)]
 
 
@@ -1247,7 +1251,8 @@ def _seeds01_plain(d, pe) -> list[float]:
 
 def _more_pes_rows():
     import json
-    return [json.loads(x) for x in (LM / "retrained.jsonl").read_text().splitlines() if x.strip()]
+    return [json.loads(x) for f in (LM / "retrained.jsonl", LM / "seed1" / "retrained.jsonl")
+            for x in f.read_text().splitlines() if x.strip()]
 
 
 def _more_pes_retrained(pe, seed):
@@ -1307,12 +1312,12 @@ LADDER_NOTE_CLAIMS = [
           "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}] at 160 s",
           lambda d: (lambda r, v: [r["test"]["differing"], r["test"]["utterances"], *v])(
               _more_pes_retrained("learned_wrap", 0), _rises_then_holds(_more_pes(d, "learned_wrap", 0)))),
-    *[Fact(f"ladder more_pes: seed 0 of all seven, seed 1 of six ({where})", words,
-           lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s0" for pe in MORE_PES} | MORE_PES_SEED1
+    *[Fact(f"ladder more_pes: seeds 0 and 1 of all seven ({where})", words,
+           lambda d: (lambda runs: [] if runs == {f"{pe}_ctc_s{s}" for pe in MORE_PES for s in (0, 1)}
                       else [f"runs retrained: {sorted(runs)}"])({r["run"] for r in _more_pes_rows()}))
       for where, words in (("opening", "seed 0 of all seven is now"),
-                           ("opening", "Seed 1\nof the seven: all but √D sinusoidal so far"),
-                           ("not done yet", "seed 0 of all seven and seed 1 of all but √D sinusoidal so far"))],
+                           ("opening", "Seed 1\nof all seven is on it too"),
+                           ("later seeds", "seeds 0 and 1 of the seven PEs never decoded on the ladder\nbefore"))],
     Claim("ladder more_pes: ALiBi seed 1",
           "Dev: plain {}, **window:2.5 {}**,\nwindow:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test {} against "
           "{} %. It\nstays within 1.07× at every rung, {}, {}, {}, {}, {}, {}× (160 s: [{}, {}]), and\nwindow:2.5 leaves "
@@ -1384,6 +1389,24 @@ LADDER_NOTE_CLAIMS = [
     Fact("ladder more_pes: learned's seeds chose differently", "seed 0 chose window:2.5 on dev, seed 1 window:5",
          lambda d: [] if [min(v, key=v.get) for s in (0, 1) for v in [_more_pes_dev(d, "learned_wrap", s)]]
          == ["window:2.5", "window:5"] else ["dev choices"]),
+    Claim("ladder more_pes: sqrt(D) sinusoidal seed 1",
+          "Dev: plain {}, **window:2.5 {}**, window:5 {}, window:10 {}, logit_scale\n{}, chunked:20:4 {}; test {} "
+          "against {} %. It grows at every doubling: {}, {}, {},\n{}, {}, {}× (160 s: [{}, {}]), and window:2.5 leaves it "
+          "at {}× [{}, {}]. Seeds 0\nand 1 together at 160 s: {}× [{}, {}] plain, {}× [{}, {}] with window:2.5; sinusoidal\n"
+          "over seeds 2-4 (other seeds, so not paired): {}× [{}, {}]",
+          lambda d: [*_grows_at_every_doubling(_more_pes(d, "sinusoidal_sqrtd", 1)), *_seeds01(d, "sinusoidal_sqrtd"),
+                     *(lambda c: [c.ratio, c.ci_low, c.ci_high])(d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160))]),
+    Fact("ladder more_pes: sqrt(D) seed 1 reproduced, seed 0 not", "√D sinusoidal (`sinusoidal_sqrtd`) seed 1, "
+         "retrained, reproduces its archived run exactly (seed 0's\nretrain did not)",
+         lambda d: [] if _more_pes_retrained("sinusoidal_sqrtd", 1)["reproduced"]
+         and not _more_pes_retrained("sinusoidal_sqrtd", 0)["reproduced"] else ["reproduction"]),
+    Fact("ladder more_pes: sqrt(D) seeds 0-1 below sinusoidal, apart", "the intervals still do not overlap",
+         lambda d: [] if _seeds01(d, "sinusoidal_sqrtd")[2] < d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160).ci_low
+         else ["they overlap"]),
+    Claim("ladder opening: sqrt(D) seed 1", "√D sinusoidal grows at every doubling, to {}× at 160 s\n(seeds 0-1 {}× "
+          "[{}, {}], still below sinusoidal's {}×)",
+          lambda d: [_grows_at_every_doubling(_more_pes(d, "sinusoidal_sqrtd", 1))[13], *_seeds01(d, "sinusoidal_sqrtd")[:3],
+                     d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160).ratio]),
     Claim("ladder opening: learned seed 1", "learned rises to about 1.15×\nand holds (seeds 0-1 {}× [{}, {}])",
           lambda d: _holds_near(1.15, 20, 0.03)(_more_pes(d, "learned_wrap", 1, "window:5")) and _seeds01_plain(d, "learned_wrap")),
     Claim("ladder opening: REM seed 1", "REM rises to about 1.15× and holds (seeds 0-1 {}× [{}, {}])",
@@ -1915,11 +1938,9 @@ CLAIMS = [c for c in CLAIMS if c.name not in _MOVED_TO_REMEDIES_NOTE] + [
                     for r, x in zip(RUNGS, _plain_ratios(d, pe, s))
                     if x > lrange(d, "cape", (GAP, NOGAP))[1]]),
     Claim("answer: the seven at 160 s", "At 160 s (seeds 0-1): Shaw {}×, T5 {}×, conv\n{}×, ALiBi {}×, REM {}×, "
-          "learned {}×; √D sinusoidal {}× (seed 0 so far)",
-          lambda d: [_seeds01_plain(d, pe)[0] for pe in ("shaw", "t5", "conv", "alibi", "rem", "learned_wrap")]
-          + [_more_pes(d, "sinusoidal_sqrtd", 0)[13]]),
-    Fact("answer: sqrt(D), seed 0 so far", "(seed 0 so far)",
-         lambda d: [f"{r} archived" for r in ("sinusoidal_sqrtd_ctc_s1",) if r in {x["run"] for x in _more_pes_rows()}]),
+          "learned {}×, √D sinusoidal {}×",
+          lambda d: [_seeds01_plain(d, pe)[0] for pe in ("shaw", "t5", "conv", "alibi", "rem", "learned_wrap",
+                                                         "sinusoidal_sqrtd")]),
     Claim("answer: the flat PEs on the ladder",
           "CAPE ≤ {}×, `none` ≤ {}×, relative ≤ {}× at every rung (relative {}× without the 0.5 s gaps",
           lambda d: [lrange(d, "cape", (GAP, NOGAP))[1], lrange(d, "none", (GAP, NOGAP))[1], lrange(d, "relative")[1],

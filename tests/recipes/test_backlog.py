@@ -246,6 +246,16 @@ def test_stage_5_trains_the_arms_again_measures_their_attention_and_commits_each
     assert len((dest / "retrained.jsonl").read_text().splitlines()) == 8
 
 
+def test_stage_2_archives_each_seed_in_its_own_table(tmp_path):
+    proc, calls, repo, _ = _lane(tmp_path, with_code=False, stages=("2", "2"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    adds = [c.split()[3] for c in calls if c.startswith("-m asr_pe.results_table add")]
+    ladder = f"{repo}/recipes/synth/study/ladder"
+    assert adds == [f"{ladder}/more_pes"] * 7 + [f"{ladder}/more_pes/seed1"] * 7
+    assert (repo / "recipes/synth/study/ladder/more_pes/seed1/reports/shaw_ctc_s1.choice.json").exists()
+    assert not (repo / "recipes/synth/study/ladder/more_pes/reports/shaw_ctc_s1.choice.json").exists()
+
+
 def test_stage_5_runs_the_arms_it_is_given_in_their_order(tmp_path):
     proc, calls, _, work = _lane(tmp_path, with_code=False, stages=("5", "5"),
                                  extra=("--arms", "frontend70_long,conformer"))

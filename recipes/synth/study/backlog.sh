@@ -10,7 +10,7 @@
 #            -> study/ladder/seed4/
 #   stage 2: point 6, the seven PEs never on the ladder (shaw, t5, alibi, rem, conv, learned_wrap,
 #            sinusoidal_sqrtd), seeds 0 and 1 (seed-major), each offered window:2.5, window:5,
-#            window:10, logit_scale and chunked:20:4 on the dev ladder -> study/ladder/more_pes/
+#            window:10, logit_scale and chunked:20:4 on the dev ladder -> study/ladder/more_pes/ (seed 1: more_pes/seed1/)
 #   stage 3: issue 45 point 4, what each part of CAPE does: CAPE with its global shift only, its global
 #            scaling only, its local shift only, and with the paper's 60 s shift (the study's is 30 s),
 #            seeds 4 and 3, each on the length ladder (window:2.5 offered on dev) and on the tempo ladder
@@ -227,10 +227,11 @@ fi
 
 if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
   check_inputs
-  log "stage 2: seven more PEs on the ladder, seeds 0, 1 -> recipes/synth/study/ladder/more_pes"
+  log "stage 2: seven more PEs on the ladder, seeds 0, 1 -> recipes/synth/study/ladder/more_pes (seed 1: its seed1/)"
   for seed in 0 1; do
+    dest=recipes/synth/study/ladder/more_pes; [ "$seed" = 1 ] && dest=$dest/seed1   # one table each, < 2 MB
     for pe in shaw t5 alibi rem conv learned_wrap sinusoidal_sqrtd; do
-      one_run "issue 48 point 6" "$pe" "$seed" recipes/synth/study/ladder/more_pes recipes/synth/study/runs \
+      one_run "issue 48 point 6" "$pe" "$seed" "$dest" recipes/synth/study/runs \
         "window:2.5,window:5,window:10,logit_scale,chunked:20:4" || failed=1
     done
   done
