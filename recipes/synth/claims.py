@@ -2211,6 +2211,16 @@ ATTENTION_NOTE_CLAIMS = [
          and n[1] <= c[2] and c[2] < run_attention(A3S1, "ladder_test_alone")[1] else ["CIs"]),
     Fact("arm 3 CAPE s1: reproduced", "CAPE, 70 ms front end, seed 1**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("frontend70", "cape_ctc_s1")["reproduced"] else ["not reproduced"]),
+    *_uniform("arms/conformer/none_ctc_s0", "uniform on long\n  inputs, as the Transformer's `none` is: at 160 s its "
+              "mean attended distance is {} s of {} s,\n  a third of the recording, with {} % [{}, {}] of its attention "
+              "within ±0.5 s; on the 2-3 s\n  utterances {} % [{}, {}]", "uniform on long\n  inputs, as the Transformer's"),
+    Claim("Conformer none s0: against the Transformer's, and the three-utterance table",
+          "(the Transformer's `none`, seed 4: {} %). Its convolution\n  modules, not its attention, keep the order "
+          "(RESULTS.md's Conformer arm). The three-utterance\n  table said {} and {}",
+          lambda d: [100 * run_attention("none_ctc_s4", "ladder_test_alone")[0], local(d, "none", "2-4", "arms/conformer"),
+                     local(d, "none", "128-256", "arms/conformer")]),
+    Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
          lambda d: _falls(A3R) + _falls(A3R1)
          + [f"{r}: not near uniform at 160 s" for r in (A3N, A3S, A3C, A3N1, A3S1, A3C1)
