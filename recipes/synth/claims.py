@@ -2272,10 +2272,11 @@ def _transducer_window(run: str) -> list[float]:
 
 
 def _transducer_runs_archived(d) -> list[str]:
-    """The runs the transducer documents count: these four, and no other."""
+    """The runs the transducer documents count: these five, and no other."""
     from asr_pe.results_table import runs_in
     r = sorted(runs_in(TRANSDUCER))
-    return [] if r == ["none_transducer_s2", "relative_transducer_s2", "rope_transducer_s2", "sinusoidal_transducer_s2"] \
+    return [] if r == ["cape_transducer_s2", "none_transducer_s2", "relative_transducer_s2", "rope_transducer_s2",
+                       "sinusoidal_transducer_s2"] \
         else [f"archived: {r}"]
 
 
@@ -2301,7 +2302,20 @@ TRANSDUCER_NOTE_CLAIMS = [
     Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
          lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
                                              for x in (5, 10, 20, 40, 80, 160)])),
-    Fact("the archive holds four transducer runs", "4 of the 10 runs archived", _transducer_runs_archived),
+    Fact("the archive holds five transducer runs", "5 of the 10 runs archived", _transducer_runs_archived),
+    Claim("CAPE s2: against CTC and none", "3.32 % CER on the\n  2-3 s utterances decoded alone (CTC {} %), {} % on the 160 s "
+          "recordings decoded whole; in\n  context {}× [{}, {}] at 160 s against {}× [{}, {}], paired {} [{}, {}].\n  CAPE "
+          "minus `none`, paired at 160 s: {} [{}, {}] with the transducer, +{} [+{},\n  +{}] with CTC".replace("3.32", "{}"),
+          lambda d: [*(v := _transducer_vs_ctc(d, "cape", 2))[:2],
+                     d.ladder((str(TRANSDUCER / "cape_transducer_s2"),), "gap500ms", 160).whole, *v[2:],
+                     *_transducer_pair(d, "cape", "none", "transducer"), *_transducer_pair(d, "cape", "none", "ctc")]),
+    Fact("CAPE s2: like none with the transducer, a little more with CTC", "CAPE degrades like `none` with the transducer",
+         lambda d: ([] if (t := _transducer_pair(d, "cape", "none", "transducer"))[1] <= 0 <= t[2] else [f"transducer {t}"])
+         + ([] if (c := _transducer_pair(d, "cape", "none", "ctc"))[1] > 0 else [f"CTC {c}"])),
+    Claim("CAPE s2: plain kept", "(`window:2.5` {} % against {} %\n  plain), and test was decoded plainly only: {} %",
+          lambda d: [*_transducer_window("cape_transducer_s2"),
+                     (c := _transducer_choice("cape_transducer_s2"))["test_rate_plain"]]
+          + ([] if c["chosen"] == "plain" and c["test_rate_chosen"] is None else [float("nan")])),
     Claim("relative s2: against CTC", "far better start**: {} % CER on the\n  2-3 s utterances decoded alone (CTC {} %), {} % on the 160 s "
           "recordings decoded whole; in\n  context {}× [{}, {}] at 160 s against {}× [{}, {}], paired +{} [+{}, +{}]",
           lambda d: [*(v := _transducer_vs_ctc(d, "relative", 2))[:2],
@@ -2344,15 +2358,15 @@ TRANSDUCER_NOTE_CLAIMS = [
 
 # RESULTS.md's summary of the transducer arm
 CLAIMS += [
-    Fact("transducer: the runs so far", "So far (4 of the 10 runs)", _transducer_runs_archived),
+    Fact("transducer: the runs so far", "So far (5 of the 10 runs)", _transducer_runs_archived),
     Fact("transducer: RoPE needs the window more than with CTC", "a transducer with RoPE still needs the window, "
          "more than CTC does",
          lambda d: ([] if _transducer_vs_ctc(d, "rope", 2)[9] > 0 else ["paired CI not above CTC"])
          + ([] if _transducer_choice("rope_transducer_s2")["chosen"] == "window:2.5" else ["window:2.5 not chosen"])),
     Claim("transducer: in context", "RoPE {}× [{}, {}] (CTC {}×), {}×\nwith `window:2.5` (chosen on dev); sinusoidal "
-          "{}× (CTC {}×); `none` {}× (CTC {}×); relative {}× (CTC {}×)",
+          "{}× (CTC {}×); `none` {}× (CTC {}×); relative {}× (CTC {}×); CAPE {}× (CTC {}×)",
           lambda d: [*(v := _transducer_vs_ctc(d, "rope", 2))[2:6], _transducer_rope_window(d)[1],
-                     *[w[i] for pe in ("sinusoidal", "none", "relative") for w in [_transducer_vs_ctc(d, pe, 2)]
+                     *[w[i] for pe in ("sinusoidal", "none", "relative", "cape") for w in [_transducer_vs_ctc(d, pe, 2)]
                        for i in (2, 5)]]),
     Claim("transducer: more accurate", "{} % CER for `none` on the 2-3 s utterances decoded alone, {} %\nwith CTC",
           lambda d: _transducer_vs_ctc(d, "none", 2)[:2]),
