@@ -2219,6 +2219,19 @@ ATTENTION_NOTE_CLAIMS = [
           "(RESULTS.md's Conformer arm). The three-utterance\n  table said {} and {}",
           lambda d: [100 * run_attention("none_ctc_s4", "ladder_test_alone")[0], local(d, "none", "2-4", "arms/conformer"),
                      local(d, "none", "128-256", "arms/conformer")]),
+    *_uniform("arms/conformer/sinusoidal_ctc_s0", "near uniform on long\n  inputs, like the Conformer's `none`: at 160 s "
+              "its mean attended distance is {} s of {} s, a\n  third of the recording, with {} % [{}, {}] of its attention "
+              "within ±0.5 s; on the 2-3 s\n  utterances {} % [{}, {}]", "near uniform on long\n  inputs, like the Conformer's"),
+    Claim("Conformer sinusoidal s0: against none, and the three-utterance table",
+          "overlapping `none`'s {} % (in arm 3's Transformer sinusoidal\n  was the more local of the two). The "
+          "three-utterance table said {} and {}",
+          lambda d: [100 * run_attention("arms/conformer/none_ctc_s0", "ladder_test_alone")[0],
+                     local(d, "sinusoidal", "2-4", "arms/conformer"), local(d, "sinusoidal", "128-256", "arms/conformer")]),
+    Fact("Conformer sinusoidal s0: overlaps none", "overlapping `none`'s",
+         lambda d: [] if (s := run_attention("arms/conformer/sinusoidal_ctc_s0", "ladder_test_alone"))[1]
+         <= (n := run_attention("arms/conformer/none_ctc_s0", "ladder_test_alone"))[2] and n[1] <= s[2] else ["CIs apart"]),
+    Fact("Conformer sinusoidal s0: reproduced", "Sinusoidal, Conformer, seed 0**, which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("conformer", "sinusoidal_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
