@@ -1259,6 +1259,24 @@ def _more_pes_retrained(pe, seed):
     return next(r for r in _more_pes_rows() if r["run"] == f"{pe}_ctc_s{seed}")
 
 
+def _s1_reproduced_s0_not(pe):
+    """A Fact's check: seed 1's retrain reproduces its archived run, seed 0's does not."""
+    return lambda d: ([] if _more_pes_retrained(pe, 1)["reproduced"] and not _more_pes_retrained(pe, 0)["reproduced"]
+                      else [f"{pe}: reproduction"])
+
+
+def _s1_above_s0(pe):
+    """A Fact's check: seed 1's plain ratio is above seed 0's at every rung."""
+    return lambda d: [f"{pe} at {r} s" for r, a, b in zip(RUNGS, _plain_ratios(d, pe, 0), _plain_ratios(d, pe, 1))
+                      if not b > a]
+
+
+def _dev_choices(pe, expected):
+    """A Fact's check: the lowest dev CER of seeds 0 and 1 are ``expected`` (one candidate each)."""
+    return lambda d: ([] if [min(v, key=v.get) for s in (0, 1) for v in [_more_pes_dev(d, pe, s)]] == list(expected)
+                      else [f"{pe}: dev choices"])
+
+
 LADDER_NOTE_CLAIMS = [
     Claim("ladder more_pes: Shaw seed 0",
           "dev: plain {}, **window:2.5\n{}**, window:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test {} against\n{} %. "
@@ -1353,24 +1371,17 @@ LADDER_NOTE_CLAIMS = [
               _holds_near(1.15, 20, 0.03)(_more_pes(d, "rem", 1, "window:5")))),
     Fact("ladder more_pes: REM seed 1 reproduced", "REM seed 1, retrained, reproduces its archived run exactly, as seed 0 does",
          lambda d: [] if _more_pes_retrained("rem", 1)["reproduced"] else ["rem_ctc_s1 not reproduced"]),
-    Fact("ladder more_pes: REM seed 1 above seed 0", "little above\nseed 0's at every rung",
-         lambda d: [f"{r} s" for r, a, b in zip(RUNGS, _more_pes(d, "rem", 0, "chunked:20:4")[8:14],
-                                                _more_pes(d, "rem", 1, "window:5")[8:14]) if not b > a]),
+    Fact("ladder more_pes: REM seed 1 above seed 0", "little above\nseed 0's at every rung", _s1_above_s0("rem")),
     Fact("ladder more_pes: REM's seeds chose differently", "seed 0\nchunked:20:4, seed 1 window:5",
-         lambda d: [] if [min(v, key=v.get) for s in (0, 1) for v in [_more_pes_dev(d, "rem", s)]]
-         == ["chunked:20:4", "window:5"] else ["dev choices"]),
+         _dev_choices("rem", ("chunked:20:4", "window:5"))),
     Claim("ladder more_pes: conv seed 1",
           "Dev: plain\n{}, **window:2.5 {}**, window:5 {}, window:10 {}, logit_scale {}, chunked:20:4 {}; test\n{} "
           "against {} %. It grows at every doubling, as seed 0 does, a little faster: {}, {}, {},\n{}, {}, {}× "
           "(160 s: [{}, {}]), and window:2.5 leaves it at {}× [{}, {}]. Seeds 0\nand 1 together at 160 s: {}× [{}, {}] plain",
           lambda d: [*_grows_at_every_doubling(_more_pes(d, "conv", 1)), *_seeds01_plain(d, "conv")]),
     Fact("ladder more_pes: conv seed 1 reproduced, seed 0 not", "Conv seed 1, retrained, reproduces its archived run "
-         "exactly (seed 0's retrain did not)",
-         lambda d: [] if _more_pes_retrained("conv", 1)["reproduced"] and not _more_pes_retrained("conv", 0)["reproduced"]
-         else ["reproduction"]),
-    Fact("ladder more_pes: conv seed 1 faster than seed 0", "as seed 0 does, a little faster",
-         lambda d: [f"{r} s" for r, a, b in zip(RUNGS, _more_pes(d, "conv", 0, "window:5")[8:14],
-                                                _more_pes(d, "conv", 1)[8:14]) if not b > a]),
+         "exactly (seed 0's retrain did not)", _s1_reproduced_s0_not("conv")),
+    Fact("ladder more_pes: conv seed 1 faster than seed 0", "as seed 0 does, a little faster", _s1_above_s0("conv")),
     Claim("ladder opening: conv seed 1", "conv grows at every doubling again (seeds 0-1 {}× [{}, {}])",
           lambda d: _grows_at_every_doubling(_more_pes(d, "conv", 1)) and _seeds01_plain(d, "conv")),
     Claim("ladder more_pes: learned seed 1",
@@ -1380,15 +1391,10 @@ LADDER_NOTE_CLAIMS = [
           lambda d: [*_holds_near(1.15, 20, 0.03)(_more_pes(d, "learned_wrap", 1, "window:5")),
                      *_seeds01_plain(d, "learned_wrap")]),
     Fact("ladder more_pes: learned seed 1 reproduced, seed 0 not", "Learned (`learned_wrap`) seed 1, retrained, "
-         "reproduces its archived run exactly (seed 0's retrain\ndid not)",
-         lambda d: [] if _more_pes_retrained("learned_wrap", 1)["reproduced"]
-         and not _more_pes_retrained("learned_wrap", 0)["reproduced"] else ["reproduction"]),
-    Fact("ladder more_pes: learned seed 1 above seed 0", "higher than seed 0's at every rung:",
-         lambda d: [f"{r} s" for r, a, b in zip(RUNGS, _plain_ratios(d, "learned_wrap", 0), _plain_ratios(d, "learned_wrap", 1))
-                    if not b > a]),
+         "reproduces its archived run exactly (seed 0's retrain\ndid not)", _s1_reproduced_s0_not("learned_wrap")),
+    Fact("ladder more_pes: learned seed 1 above seed 0", "higher than seed 0's at every rung:", _s1_above_s0("learned_wrap")),
     Fact("ladder more_pes: learned's seeds chose differently", "seed 0 chose window:2.5 on dev, seed 1 window:5",
-         lambda d: [] if [min(v, key=v.get) for s in (0, 1) for v in [_more_pes_dev(d, "learned_wrap", s)]]
-         == ["window:2.5", "window:5"] else ["dev choices"]),
+         _dev_choices("learned_wrap", ("window:2.5", "window:5"))),
     Claim("ladder more_pes: sqrt(D) sinusoidal seed 1",
           "Dev: plain {}, **window:2.5 {}**, window:5 {}, window:10 {}, logit_scale\n{}, chunked:20:4 {}; test {} "
           "against {} %. It grows at every doubling: {}, {}, {},\n{}, {}, {}× (160 s: [{}, {}]), and window:2.5 leaves it "
@@ -1397,9 +1403,7 @@ LADDER_NOTE_CLAIMS = [
           lambda d: [*_grows_at_every_doubling(_more_pes(d, "sinusoidal_sqrtd", 1)), *_seeds01(d, "sinusoidal_sqrtd"),
                      *(lambda c: [c.ratio, c.ci_low, c.ci_high])(d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160))]),
     Fact("ladder more_pes: sqrt(D) seed 1 reproduced, seed 0 not", "√D sinusoidal (`sinusoidal_sqrtd`) seed 1, "
-         "retrained, reproduces its archived run exactly (seed 0's\nretrain did not)",
-         lambda d: [] if _more_pes_retrained("sinusoidal_sqrtd", 1)["reproduced"]
-         and not _more_pes_retrained("sinusoidal_sqrtd", 0)["reproduced"] else ["reproduction"]),
+         "retrained, reproduces its archived run exactly (seed 0's\nretrain did not)", _s1_reproduced_s0_not("sinusoidal_sqrtd")),
     Fact("ladder more_pes: sqrt(D) seeds 0-1 below sinusoidal, apart", "the intervals still do not overlap",
          lambda d: [] if _seeds01(d, "sinusoidal_sqrtd")[2] < d.ladder(lruns("sinusoidal") + l4("sinusoidal"), GAP, 160).ci_low
          else ["they overlap"]),
