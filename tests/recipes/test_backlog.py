@@ -265,7 +265,8 @@ def test_stage_5_runs_the_arms_it_is_given_in_their_order(tmp_path):
     assert train[0] == (f"train.py -m experiment=synth_arm_frontend70_long hydra.sweep.dir={work}/runs/arms/frontend70_long "
                         "pe=none seed=0")
     assert train[9] == f"train.py -m experiment=synth_arm_conformer hydra.sweep.dir={work}/runs/arms/conformer pe=none seed=0"
-    proc, calls, _, _ = _lane(tmp_path / "typo", with_code=False, stages=("5", "5"), extra=("--arms", "conformr"))
+    # checked before any stage runs: stage 2's runs are not trained either
+    proc, calls, _, _ = _lane(tmp_path / "typo", with_code=False, stages=("2", "5"), extra=("--arms", "conformr"))
     assert proc.returncode == 2 and "no arm conformr" in proc.stdout
     assert not [c for c in calls if c.startswith("train.py")]
 

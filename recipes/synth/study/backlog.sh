@@ -98,6 +98,17 @@ log() { echo "[$(date -u '+%F %H:%M:%S')] $*"; }
 stop_lane() {
   log "  $1; stopped: $2 holds $3's rows uncommitted; run the same command again to archive it"; exit 1
 }
+# stage 5's arms: arm_runs ARM sets its seeds and PEs; --arms is checked before any stage runs
+arm_runs() {
+  case "$1" in
+    frontend70) seeds="0 1" pes="relative none sinusoidal cape" ;;
+    conformer) seeds="0 1" pes="none sinusoidal rope relative cape" ;;
+    frontend70_long) seeds="0 1 2" pes="none sinusoidal cape" ;;
+    *) log "error: --arms: no arm $1 (frontend70, conformer, frontend70_long)"; exit 2 ;;
+  esac
+}
+IFS=, read -r -a arm_list <<< "$arms"
+for arm in "${arm_list[@]}"; do arm_runs "$arm"; done
 log "backlog: code $repo ($(git -C "$repo" rev-parse --short HEAD)), commits to $commit_repo, work in $work_dir"
 log "  python $PYTHON: $("$PYTHON" -c 'import asr_pe; print(asr_pe.__file__)')"
 
@@ -324,14 +335,8 @@ attention_run() {  # arm (the folder of study/arms/) experiment pe seed
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   check_inputs
   log "stage 5: the arms' attention (issue 48 point 7) -> recipes/synth/study/attention/arms/<arm>"
-  IFS=, read -r -a arm_list <<< "$arms"
   for arm in "${arm_list[@]}"; do
-    case "$arm" in   # each arm's seeds and PEs
-      frontend70) seeds="0 1" pes="relative none sinusoidal cape" ;;
-      conformer) seeds="0 1" pes="none sinusoidal rope relative cape" ;;
-      frontend70_long) seeds="0 1 2" pes="none sinusoidal cape" ;;
-      *) log "error: --arms: no arm $arm (frontend70, conformer, frontend70_long)"; exit 2 ;;
-    esac
+    arm_runs "$arm"
     for seed in $seeds; do
       for pe in $pes; do
         attention_run "$arm" "synth_arm_$arm" "$pe" "$seed" || failed=1
