@@ -2289,11 +2289,11 @@ def _transducer_window(run: str) -> list[float]:
 
 
 def _transducer_runs_archived(d) -> list[str]:
-    """The runs the transducer documents count: these five, and no other."""
+    """The runs the transducer documents count: these six, and no other."""
     from asr_pe.results_table import runs_in
     r = sorted(runs_in(TRANSDUCER))
-    return [] if r == ["cape_transducer_s2", "none_transducer_s2", "relative_transducer_s2", "rope_transducer_s2",
-                       "sinusoidal_transducer_s2"] \
+    return [] if r == ["cape_transducer_s2", "none_transducer_s2", "none_transducer_s3", "relative_transducer_s2",
+                       "rope_transducer_s2", "sinusoidal_transducer_s2"] \
         else [f"archived: {r}"]
 
 
@@ -2319,7 +2319,15 @@ TRANSDUCER_NOTE_CLAIMS = [
     Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
          lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
                                              for x in (5, 10, 20, 40, 80, 160)])),
-    Fact("the archive holds five transducer runs", "5 of the 10 runs archived", _transducer_runs_archived),
+    Fact("the archive holds six transducer runs", "6 of the 10 runs archived", _transducer_runs_archived),
+    Claim("none s3: against CTC", "3.23 % CER on the 2-3 s utterances decoded alone\n  (CTC seed 3: {} %); in context {}× [{}, {}] "
+          "at 160 s against CTC's {}× [{}, {}],\n  paired {} [{}, {}]".replace("3.23", "{}"),
+          lambda d: [*(v := _transducer_vs_ctc(d, "none", 3))[:2], *v[2:]]),
+    Fact("none s3: degrades as CTC does, as at seed 2", "at both seeds `none` degrades like CTC",
+         lambda d: [f"seed {s}: paired {x[8:]}" for s in (2, 3) if not (x := _transducer_vs_ctc(d, "none", s))[9] <= 0 <= x[10]]),
+    Claim("none s3: window chosen on dev", "ladder chose `window:2.5` ({} % against {} % plain); test {} % against {} % plain",
+          lambda d: [*_transducer_window("none_transducer_s3"), (c := _transducer_choice("none_transducer_s3"))["test_rate_chosen"],
+                     c["test_rate_plain"]] + ([] if c["chosen"] == "window:2.5" else [float("nan")])),
     Claim("CAPE s2: against CTC and none", "3.32 % CER on the\n  2-3 s utterances decoded alone (CTC {} %), {} % on the 160 s "
           "recordings decoded whole; in\n  context {}× [{}, {}] at 160 s against {}× [{}, {}], paired {} [{}, {}].\n  CAPE "
           "minus `none`, paired at 160 s: {} [{}, {}] with the transducer, +{} [+{},\n  +{}] with CTC".replace("3.32", "{}"),
@@ -2375,7 +2383,7 @@ TRANSDUCER_NOTE_CLAIMS = [
 
 # RESULTS.md's summary of the transducer arm
 CLAIMS += [
-    Fact("transducer: the runs so far", "So far (5 of the 10 runs)", _transducer_runs_archived),
+    Fact("transducer: the runs so far", "So far (6 of the 10 runs)", _transducer_runs_archived),
     Fact("transducer: RoPE needs the window more than with CTC", "a transducer with RoPE still needs the window, "
          "more than CTC does",
          lambda d: ([] if _transducer_vs_ctc(d, "rope", 2)[9] > 0 else ["paired CI not above CTC"])
