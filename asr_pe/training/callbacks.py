@@ -21,7 +21,7 @@ and at the end of training) and ``checkpoints/best.ckpt`` (lowest ``val/cer``); 
 state keys that do not depend on the path or the interval; the best score restored wherever the
 folder now lives. The metric logs are flushed whenever a checkpoint is written (its
 ``on_save_checkpoint``), so ``logs/metrics.csv`` always holds every row the checkpoint has
-trained through (`asr_pe.training.metrics_log`).
+trained through (`asr_pe.training.run`, `_set_aside_metrics`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Only global rank 0 prints. The ETA is the remaining steps times the mean step ti
 Hydra's (every record twice), its "Tip:" advertisements, the model summary's ``Total FLOPs: 0``
 (it counts none for these models), torch's ``LeafSpec`` deprecation raised inside Lightning, the
 "smaller than the logging interval" warning of short smoke runs, and the CSV logger's "Previous log
-files in this directory will be deleted" on resume (`asr_pe.training.metrics_log` keeps them; the
+files in this directory will be deleted" on resume (`asr_pe.training.run` keeps them; the
 run prints its own account).
 """
 

@@ -31,6 +31,8 @@ What each step owns:
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import logging
 import shutil
 from dataclasses import dataclass
@@ -42,17 +44,20 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.evaluation.provenance import evaluated_checkpoint
+from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 from asr_pe.run_folder import (
     CONFIG,
     LOCK,
     LOGS,
+    METRICS,
     RUN_CONTENT,
     RUN_INFO,
     TENSORBOARD,
     clear_eval_done,
     config_path,
     has_checkpoints,
+    logs_dir,
     mark_eval_done,
     pe_label,
     read_run_info,
@@ -71,7 +76,6 @@ from .data import ASRDataModule, prepare_run_data, resolve_manifests
 from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
 from .lightning_private import check_lightning, count_in_steps
 from .loader_deadline import end_loader_workers, loader_timeout_error
-from .metrics_log import merge_metrics, set_aside_metrics
 from .resume import (StartPlan, parse_resume, plan_start, record_resume,
                      resumed_config, settings_changed)
 from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
@@ -184,7 +188,7 @@ class Run:
             record_resume(self.dir, self.plan, changed)
             print(f"[asr_pe] resuming from {ckpt.name} (step {self.plan.step})"
                   + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changed.items())}" if changed else ""))
-            # Lightning's CSV logger warns that it deletes earlier logs; metrics_log keeps them
+            # Lightning's CSV logger warns that it deletes earlier logs; _set_aside_metrics keeps them
             print(f"[asr_pe] logs/metrics.csv keeps the rows of steps before {self.plan.step}; those at or after it "
                   "(trained after that checkpoint) are logged again by this start")
         write_config(self.dir, self.cfg)
@@ -241,7 +245,7 @@ class Run:
         trainer, ckpt = self.trainer, self.plan.checkpoint
         if self.owner:
             if ckpt is not None:
-                set_aside_metrics(self.dir, self.plan.step)
+                _set_aside_metrics(self.dir, self.plan.step)
             clear_eval_done(self.dir)  # training (more) makes an earlier evaluation stale
         count_in_steps(trainer, job.schedule)
         try:
@@ -259,7 +263,7 @@ class Run:
             raise timeout from e
         finally:  # also when the fit fails or stops: no metrics part left behind, every part so far merged
             if self.owner:
-                merge_metrics(self.dir)
+                _merge_metrics(self.dir)
         print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
               f"{int(job.module.skipped_batches)}, dropped utterances: {int(job.module.dropped_utterances)}")
 
@@ -310,6 +314,60 @@ def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     except (OSError, ValueError):
         previous = None
     return {"init_from": previous} if previous else {}
+
+
+# ``logs/metrics.csv`` across resumes: every step once, in order, whatever ended a launch.
+# Lightning's CSV logger deletes ``metrics.csv`` when a fit starts logging, so before a resumed fit
+# the earlier rows are set aside as ``logs/metrics.part0.csv`` and joined back afterwards; the join
+# runs however the fit ends (`Run.fit`'s ``finally``), and a start that finds parts left by a process
+# killed outright (``kill -9``: no ``finally``) joins them first. Rows of steps at or after the
+# checkpoint being resumed from are dropped when they are set aside: that launch trained them after
+# its last checkpoint, and the resumed one trains (and logs) those steps again.
+
+
+def _set_aside_metrics(run_dir: Path, resume_step: int) -> None:
+    """Before a resumed fit: the rows so far (every part and ``metrics.csv``), less those of steps
+    ``>= resume_step``, become ``logs/metrics.part0.csv``; ``metrics.csv`` is left for the fit."""
+    _join_metrics(logs_dir(run_dir), "metrics.part0.csv", keep=lambda row: _step(row) < resume_step)
+
+
+def _merge_metrics(run_dir: Path) -> None:
+    """Write ``logs/metrics.csv`` as all parts in order (union of columns), atomically."""
+    if _metric_parts(logs_dir(run_dir)):
+        _join_metrics(logs_dir(run_dir), METRICS)
+
+
+def _metric_parts(logs: Path) -> list[Path]:
+    return sorted(logs.glob("metrics.part*.csv"), key=lambda p: int(p.stem.split("part")[1]))
+
+
+def _join_metrics(logs: Path, into: str, keep=lambda row: True) -> None:
+    """The kept rows of every part and ``metrics.csv`` (in that order) as ``logs/<into>``; the
+    files read are then deleted, but for ``into`` itself."""
+    files = _metric_parts(logs) + ([logs / METRICS] if (logs / METRICS).exists() else [])
+    if not files:
+        return
+    rows, columns = [], []
+    for f in files:
+        with open(f, newline="") as fh:
+            reader = csv.DictReader(fh)
+            columns += [c for c in reader.fieldnames or [] if c not in columns]
+            rows += [row for row in reader if keep(row)]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(logs / into, buf.getvalue())
+    for f in files:
+        if f.name != into:
+            f.unlink()
+
+
+def _step(row: dict) -> float:
+    try:
+        return float(row.get("step") or 0)
+    except ValueError:
+        return 0.0
 
 
 def busy_machine_hint(load: float | None = None, cores: int | None = None) -> str | None:
