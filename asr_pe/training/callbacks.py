@@ -21,21 +21,25 @@ and at the end of training) and ``checkpoints/best.ckpt`` (lowest ``val/cer``); 
 state keys that do not depend on the path or the interval; the best score restored wherever the
 folder now lives. The metric logs are flushed whenever a checkpoint is written (its
 ``on_save_checkpoint``), so ``logs/metrics.csv`` always holds every row the checkpoint has
-trained through (`asr_pe.training.run`, `_set_aside_metrics`).
+trained through (`asr_pe.training.run`, `_set_aside_metrics`). They are written atomically inside
+the run folder (`RunFolderCheckpointIO`, a plugin of the trainer beside these callbacks).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from asr_pe.io import atomic_write_bytes
 from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, LAST, checkpoint_dir, checkpoint_path
 
 from .lightning_private import as_saved_at_batch_end, set_sigterm_stop, take_over_sigterm
@@ -58,6 +62,22 @@ def run_callbacks(cfg: Mapping[str, Any], run_dir: Path) -> list[Callback]:
     if cfg["trainer"].get("enable_progress_bar", True):
         callbacks.append(StepProgress(every_n_steps=int(cfg.get("progress_every_n_steps") or 100)))
     return callbacks
+
+
+class RunFolderCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written atomically inside the run folder.
+
+    Lightning's `TorchCheckpointIO` writes through an fsspec transaction whose temporary file lives
+    in ``$TMPDIR``; committing it is a rename only when ``$TMPDIR`` is on the run folder's file
+    system. On a cluster it usually is not (node-local /tmp, a shared run folder), so the commit is
+    a copy, and a job killed during it (a time limit, preemption) leaves a truncated ``last.ckpt``:
+    the one file a requeued job resumes from. Here the temporary file is in the checkpoint's own
+    folder, so the final step is always an atomic ``os.replace``."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        atomic_write_bytes(path, buffer.getvalue())
 
 
 class _RunCheckpoint(ModelCheckpoint):

@@ -14,10 +14,15 @@
   command line resumes each of its runs unchanged.
 * A checkpoint without ``config.yaml`` beside it is refused: the settings it was trained with are
   unknown, and the new ones would relabel it.
+* The resume point is the newest readable ``last*.ckpt`` by its stored step (`resume_checkpoint`),
+  and a killed process' partial writes are removed first (`remove_partial_writes`). Which
+  checkpoints are saved when (``last.ckpt``, ``best.ckpt``), and how they are written atomically,
+  is `asr_pe.training.callbacks`.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +31,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import FolderTakenError, UserError
+from asr_pe.evaluation.provenance import checkpoint_step as stored_step
+from asr_pe.inference.run_loading import read_checkpoint
 from asr_pe.io import atomic_write_json
-from asr_pe.run_folder import RESUMES, RUN_CONTENT, checkpoint_dir, config_path, eval_done
+from asr_pe.run_folder import CHECKPOINT_SUFFIX, LAST, RESUMES, RUN_CONTENT, checkpoint_dir, config_path, eval_done
 
-from .checkpoints import resume_checkpoint
-from .config_checks import check_resume_checkpoint
 from .hydra_job import EVERYTHING
 from .run_dir import MODEL_SECTIONS, check_resume_compatible
+
+log = logging.getLogger(__name__)
 
 RESUME_VALUES = ("true", "false", "auto")
 
@@ -125,7 +132,9 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
     if found is None and resume is not False:
         # checkpoints there, none readable: resuming would silently start over; name the file
         for damaged in sorted(checkpoint_dir(run_dir).glob("last*.ckpt")):
-            check_resume_checkpoint(damaged)
+            read_checkpoint(damaged, mmap=True,  # its structure, tensors mapped
+                            hint="delete it (or move it aside) and resume from another checkpoint in that folder, "
+                                 "or start a fresh run")
     if resume == "auto" and eval_done(run_dir):
         return StartPlan(skip=True)
     if resume is False and owner:
@@ -148,6 +157,41 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
     if found is None:
         return StartPlan()
     return StartPlan(checkpoint=found[0], step=found[1])
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """The ``global_step`` stored in a checkpoint; None when it cannot be read (truncated, foreign)."""
+    try:
+        step = stored_step(path)
+        if step is None:
+            raise KeyError("global_step")
+        return step
+    except Exception as e:  # a damaged file is skipped, never resumed from
+        log.warning("checkpoint %s cannot be read (%s: %s); not resuming from it", path, type(e).__name__, e)
+        return None
+
+
+def resume_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
+    """The newest readable resume point of the run: ``last.ckpt``, or a ``last-v<k>.ckpt`` that an
+    older version of the toolkit (Lightning's version counter) wrote, by stored step; ties go to
+    ``last.ckpt``. None when the run has no checkpoint."""
+    candidates = sorted(checkpoint_dir(run_dir).glob(f"{LAST}*{CHECKPOINT_SUFFIX}"),
+                        key=lambda p: (p.name != f"{LAST}{CHECKPOINT_SUFFIX}", p.name))
+    readable = [(path, step) for path in candidates if (step := checkpoint_step(path)) is not None]
+    return max(readable, key=lambda found: found[1], default=None)  # the first of the highest step
+
+
+def remove_partial_writes(run_dir: Path) -> None:
+    """Delete the hidden temporary files (``.<name>.<random>.tmp``, `asr_pe.io`) that a process
+    killed in the middle of an atomic write left anywhere in the run folder (a checkpoint's is as
+    large as the model). Call only while holding the run's lock: another live process may be
+    writing them."""
+    removed = [tmp for tmp in Path(run_dir).rglob(".*.tmp") if tmp.is_file()]
+    for tmp in removed:
+        tmp.unlink()
+    if removed:
+        log.info("removed %d partial write(s) of an interrupted process: %s", len(removed),
+                 ", ".join(str(p.relative_to(run_dir)) for p in removed))
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:

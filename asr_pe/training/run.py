@@ -69,14 +69,13 @@ from asr_pe.run_folder import (
 from asr_pe.run_lock import hold_run_lock, release_run_lock
 
 from . import hydra_job
-from .callbacks import run_callbacks
-from .checkpoints import RunFolderCheckpointIO, remove_partial_writes
+from .callbacks import RunFolderCheckpointIO, run_callbacks
 from .config_checks import check_train_config
 from .data import ASRDataModule, prepare_run_data, resolve_manifests
 from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
 from .lightning_private import check_lightning, count_in_steps
 from .loader_deadline import end_loader_workers, loader_timeout_error
-from .resume import (StartPlan, parse_resume, plan_start, record_resume,
+from .resume import (StartPlan, parse_resume, plan_start, record_resume, remove_partial_writes,
                      resumed_config, settings_changed)
 from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
 from .schedules import StepSchedule, step_schedule
