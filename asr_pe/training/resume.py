@@ -194,19 +194,20 @@ def remove_partial_writes(run_dir: Path) -> None:
                  ", ".join(str(p.relative_to(run_dir)) for p in removed))
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(d, dict):
+def flattened(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"optim.lr": 1e-3, ...}``: the leaves of nested dicts by dotted key (``prefix`` + the path)."""
+    if isinstance(value, dict):
         out = {}
-        for k, v in d.items():
-            out.update(_flat(v, f"{prefix}{k}."))
+        for k, v in value.items():
+            out.update(flattened(v, f"{prefix}{k}."))
         return out
-    return {prefix[:-1]: d}
+    return {prefix[:-1]: value}
 
 
 def settings_changed(saved: Any, now: Any) -> dict[str, list]:
     """``{"optim.lr": [old, new], ...}`` between two plain configs (run folder and resume flag
     left out: they name the start, not the run)."""
-    a, b = _flat(saved), _flat(now)
+    a, b = flattened(saved), flattened(now)
     return {k: [a.get(k), b.get(k)] for k in sorted({*a, *b})
             if a.get(k) != b.get(k) and k not in ("run_dir", "resume")}
 

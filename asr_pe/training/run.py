@@ -43,7 +43,7 @@ import lightning as L
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from asr_pe.evaluation.provenance import evaluated_checkpoint
+from asr_pe.evaluation.provenance import checkpoint_record, evaluated_checkpoint
 from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 from asr_pe.run_folder import (
@@ -72,12 +72,12 @@ from . import hydra_job
 from .callbacks import RunFolderCheckpointIO, run_callbacks
 from .config_checks import check_train_config
 from .data import ASRDataModule, prepare_run_data, resolve_manifests
-from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
+from .finetune import check_init_from, load_init_weights, seed_prepared_files
 from .lightning_private import check_lightning, count_in_steps
 from .loader_deadline import end_loader_workers, loader_timeout_error
 from .resume import (StartPlan, parse_resume, plan_start, record_resume, remove_partial_writes,
                      resumed_config, settings_changed)
-from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
+from .run_dir import artifacts_key, data_key, prepare_on_rank_zero
 from .schedules import StepSchedule, step_schedule
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
 from .stops import fit_or_stop, sigterm_stops
@@ -107,7 +107,7 @@ class Run:
 
     @classmethod
     def open(cls, cfg: DictConfig) -> "Run":
-        run_dir = resolve_run_dir(cfg)
+        run_dir = hydra_job.output_dir() or Path(cfg.run_dir)  # Hydra's output folder (sweeps too), or run_dir
         before = _StartFiles.before(run_dir)
         try:
             check_lightning()  # the private Lightning names the resume guarantees rely on: a tested version
@@ -306,8 +306,8 @@ def _trainer(cfg: DictConfig, run_dir: Path) -> L.Trainer:
 def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     """run_info.json's ``init_from`` (the checkpoint a fine-tune started from): recorded at the
     first start, kept from the run's own run_info.json when it resumes; {} for a run from scratch."""
-    if source is not None:
-        return {"init_from": init_record(*source)}
+    if source is not None:  # {"run", "name", "global_step", "sha256"}
+        return {"init_from": {"run": str(source[0]), **checkpoint_record(source[1])}}
     try:
         previous = read_run_info(run_dir).get("init_from")
     except (OSError, ValueError):
