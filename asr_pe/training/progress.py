@@ -129,22 +129,16 @@ class StepProgress(ProgressBar):
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
 
 
-class _DropTips(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in str(record.msg)
+def _drop_tips(record: logging.LogRecord) -> bool:  # a logging filter (a callable is one)
+    return "Tip:" not in str(record.msg)
 
 
-_DROP_TIPS = _DropTips()
+def _drop_zero_flops(record: logging.LogRecord) -> bool:
+    if "Total FLOPs: 0" in str(record.msg):
+        record.msg = "\n".join(line for line in str(record.msg).splitlines() if "Total FLOPs: 0" not in line)
+    return True
 
 
-class _DropZeroFlops(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if "Total FLOPs: 0" in str(record.msg):
-            record.msg = "\n".join(line for line in str(record.msg).splitlines() if "Total FLOPs: 0" not in line)
-        return True
-
-
-_DROP_ZERO_FLOPS = _DropZeroFlops()
 QUIET_WARNINGS = (r".*LeafSpec.*is deprecated", r"The number of training batches .* is smaller than the logging interval",
                   r"Experiment logs directory .* exists and is not empty")
 
@@ -158,12 +152,11 @@ def conventional_logging() -> None:
                 if type(handler) is logging.StreamHandler:  # Lightning's own console handler
                     logger.removeHandler(handler)
             logger.propagate = True
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+    for name, drop in (("lightning.pytorch.utilities.rank_zero", _drop_tips),
+                       ("lightning.fabric.utilities.rank_zero", _drop_tips),
+                       ("lightning.pytorch.callbacks.model_summary", _drop_zero_flops)):
         logger = logging.getLogger(name)
-        if _DROP_TIPS not in logger.filters:
-            logger.addFilter(_DROP_TIPS)
-    summary = logging.getLogger("lightning.pytorch.callbacks.model_summary")
-    if _DROP_ZERO_FLOPS not in summary.filters:
-        summary.addFilter(_DROP_ZERO_FLOPS)
+        if drop not in logger.filters:
+            logger.addFilter(drop)
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
