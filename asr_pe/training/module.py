@@ -72,17 +72,13 @@ class ASRModule(L.LightningModule):
             log_probs = self.model.ctc_log_probs(enc)
             ctc, finite = ctc_loss(log_probs, enc_lengths, batch["tokens"], batch["token_lengths"],
                                    blank=self.tokenizer.blank_id)
-            n_bad = int((~finite).sum())
-            if n_bad:
-                self.dropped_utterances += n_bad
+            self.dropped_utterances += int((~finite).sum())
             parts["ctc"] = ctc.detach()
         if self.second == "transducer":
             # the second head's loss in the place of the attention loss: λ·CTC + (1 − λ)·transducer
             att, finite = transducer_loss(self.model.transducer, enc, enc_lengths, batch["tokens"],
                                           batch["token_lengths"])
-            n_bad = int((~finite).sum())
-            if n_bad:
-                self.dropped_utterances += n_bad
+            self.dropped_utterances += int((~finite).sum())
             parts["transducer"] = att.detach()
         elif self.ctc_weight < 1:
             dec_in, dec_target = add_sos_eos(batch["tokens"], self.tokenizer.sos_id, self.tokenizer.eos_id)

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from .run_dir import MODEL_SECTIONS, check_resume_compatible
 
 log = logging.getLogger(__name__)
 
-RESUME_VALUES = ("true", "false", "auto")
+RESUME_VALUES = {"true": True, "false": False, "auto": "auto"}
 
 _ABSENT = object()
 
@@ -56,7 +57,7 @@ def parse_resume(value: Any) -> bool | str:
         return value
     text = str(value).strip().lower()
     if text in RESUME_VALUES:
-        return {"true": True, "false": False, "auto": "auto"}[text]
+        return RESUME_VALUES[text]
     raise ResumeError(f"resume={value!r} is not one of true, false, auto "
                       f"(true: continue the run in run_dir; auto: continue it if it has a checkpoint; false: start)")
 
@@ -111,16 +112,6 @@ class StartPlan:
     step: int = 0                       # its global step
 
 
-def holds_run(run_dir: Path) -> list[str]:
-    """What in ``run_dir`` shows that a run already used it (empty: a new folder)."""
-    found = []
-    for name in RUN_CONTENT:
-        p = Path(run_dir) / name
-        if p.is_file() or (p.is_dir() and any(p.iterdir())):
-            found.append(name)
-    return found
-
-
 def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: bool) -> StartPlan:
     """Decide how the run starts; raise `ResumeError` / `FileExistsError` with one line otherwise.
 
@@ -138,7 +129,9 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
     if resume == "auto" and eval_done(run_dir):
         return StartPlan(skip=True)
     if resume is False and owner:
-        used = holds_run(run_dir)
+        # what in the folder shows that a run already used it (a file, a folder not empty)
+        used = [name for name in RUN_CONTENT
+                if (p := run_dir / name).is_file() or (p.is_dir() and any(p.iterdir()))]
         if used:
             what = f"a checkpoint ({found[0].name})" if found else ", ".join(used)
             raise FolderTakenError(
@@ -214,8 +207,6 @@ def settings_changed(saved: Any, now: Any) -> dict[str, list]:
 
 def record_resume(run_dir: Path, plan: StartPlan, changed: dict[str, list]) -> None:
     """Append this resume to ``resumes.json``: where it continued and which settings changed."""
-    import json
-
     path = Path(run_dir) / RESUMES   # one entry per resume: step, checkpoint, settings changed
     try:
         entries = json.loads(path.read_text())

@@ -34,6 +34,7 @@ import contextlib
 import csv
 import io
 import logging
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,8 +375,6 @@ def busy_machine_hint(load: float | None = None, cores: int | None = None) -> st
     load average above half its cores): threads=1 is then several times faster (make demo on 2
     cores with two other jobs running: 3.5 s/step with threads=1, 15.4 with the default), as
     icefall and ESPnet train with one. None otherwise, or where the load is unknown."""
-    import os
-
     try:
         load = os.getloadavg()[0] if load is None else load
     except OSError:
@@ -385,15 +384,6 @@ def busy_machine_hint(load: float | None = None, cores: int | None = None) -> st
         return None
     return (f"[asr_pe] this machine is busy (load {load:.1f} on {cores} cores) and torch uses one thread per core: "
             "threads=1 is usually several times faster here (conf/train.yaml)")
-
-
-def _rank_zero_by_environment() -> bool:
-    """Whether the launcher's environment makes this process global rank 0 (or names no rank), before
-    a trainer exists to say so: torchrun / Lightning's own launcher set RANK and LOCAL_RANK, SLURM
-    SLURM_PROCID."""
-    import os
-
-    return all(os.environ.get(var, "0") == "0" for var in ("RANK", "LOCAL_RANK", "SLURM_PROCID"))
 
 
 def _forget_first_start(run_dir: Path, found: frozenset[str]) -> None:
@@ -418,32 +408,35 @@ class _StartFiles:
     so a refused start leaves the folder as it found it."""
     run_dir: Path
     lock_existed: bool
-    log_sizes: dict[Path, int]
+    job_log: Path | None
+    log_size: int  # the job log's size before this start (0: it did not exist)
     hydra_subdir: Path | None
 
     @classmethod
     def before(cls, run_dir: Path) -> "_StartFiles":
         hydra_subdir, job_log = hydra_job.start_files(run_dir)
-        logs = {job_log: job_log.stat().st_size if job_log.exists() else 0} if job_log is not None else {}
-        return cls(run_dir, lock_existed=(run_dir / LOCK).exists(), log_sizes=logs, hydra_subdir=hydra_subdir)
+        size = job_log.stat().st_size if job_log is not None and job_log.exists() else 0
+        return cls(run_dir, (run_dir / LOCK).exists(), job_log, size, hydra_subdir)
 
     def take_back(self) -> None:
         # only rank 0 takes anything back (another rank's failure must not touch the folder rank 0
-        # writes), and the lock file only when it took the lock for this start
+        # writes), and the lock file only when it took the lock for this start. Before a trainer
+        # exists to say so, the launcher's environment names the rank (torchrun / Lightning's own
+        # launcher set RANK and LOCAL_RANK, SLURM SLURM_PROCID; none of them: rank 0)
         held = release_run_lock(self.run_dir)
-        if not held and not _rank_zero_by_environment():
+        if not held and any(os.environ.get(var, "0") != "0" for var in ("RANK", "LOCAL_RANK", "SLURM_PROCID")):
             return
         if held and not self.lock_existed:
             (self.run_dir / LOCK).unlink(missing_ok=True)
         if self.hydra_subdir is not None:  # .hydra (Hydra's first start here) or .hydra/start-<time>
             shutil.rmtree(self.hydra_subdir, ignore_errors=True)
-        for path, size in self.log_sizes.items():
+        if self.job_log is not None:
             with contextlib.suppress(OSError):
-                if size == 0:
-                    path.unlink(missing_ok=True)
-                elif path.exists():
-                    with open(path, "r+b") as f:
-                        f.truncate(size)
+                if self.log_size == 0:
+                    self.job_log.unlink(missing_ok=True)
+                elif self.job_log.exists():
+                    with open(self.job_log, "r+b") as f:
+                        f.truncate(self.log_size)
         if self.hydra_subdir is not None:
             with contextlib.suppress(OSError):
                 self.run_dir.rmdir()  # Hydra made it for this start, which left nothing in it
