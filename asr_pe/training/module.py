@@ -218,12 +218,15 @@ class ASRModule(L.LightningModule):
              {"params": no_decay, "weight_decay": 0.0}],
             lr=o["lr"], betas=tuple(o.get("betas", (0.9, 0.98))), eps=o.get("eps", 1e-9),
         )
-        kind, warm = o.get("schedule", "noam"), int(o.get("warmup_steps", 1000))
-        total, min_ratio = self.total_steps, float(o.get("min_lr_ratio", 0.0))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_multiplier(s, kind=kind, warmup_steps=warm, total_steps=total, min_ratio=min_ratio)
-        )
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: self.lr_scale(step))  # a lambda: not saved
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def lr_scale(self, step: int) -> float:
+        """The schedule's multiplier of the peak learning rate at ``step``, as the config says (also
+        where a resumed run's restored optimiser is set, `asr_pe.training.callbacks.ApplyOptimSettings`)."""
+        o = self.optim_cfg
+        return lr_multiplier(step, kind=o.get("schedule", "noam"), warmup_steps=int(o.get("warmup_steps", 1000)),
+                             total_steps=self.total_steps, min_ratio=float(o.get("min_lr_ratio", 0.0)))
 
 
 def count_parameters(module: torch.nn.Module) -> int:

@@ -68,14 +68,10 @@ class StepProgress(ProgressBar):
         return self._enabled
 
     def _write(self, text: str, *, rewrite: bool = False) -> None:
-        if rewrite:
-            self.stream.write("\r" + text.ljust(100))
-            self._open_line = True
-        else:
-            if self._open_line:
-                self.stream.write("\n")
-            self.stream.write(text + "\n")
-            self._open_line = False
+        if self._open_line and not rewrite:
+            self.stream.write("\n")  # below the line a terminal rewrites
+        self.stream.write("\r" + text.ljust(100) if rewrite else text + "\n")
+        self._open_line = rewrite
         self.stream.flush()
 
     def line(self, trainer) -> str:
