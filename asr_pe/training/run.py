@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import lightning as L
+import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
@@ -129,13 +130,9 @@ class Run:
             cfg = resumed_config(cfg, run_dir, hydra_job.command_line_keys())
         run_dir.mkdir(parents=True, exist_ok=True)
         if cfg.get("threads"):
-            import torch
-
             torch.set_num_threads(int(cfg.threads))
-        else:
-            hint = busy_machine_hint()
-            if hint:
-                print(hint, flush=True)
+        elif hint := busy_machine_hint():
+            print(hint, flush=True)
         # The trainer first: it knows this process' rank (from the launcher's or SLURM's environment)
         # before any process group exists, and only rank 0 owns (locks and writes) the run folder.
         L.seed_everything(int(cfg.seed), workers=True)
