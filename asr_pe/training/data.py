@@ -176,13 +176,10 @@ class ASRDataModule(L.LightningDataModule):
             self.train_set = ConcatDataset(self.train_set, d.groups)
         self.dev_set = ASRDataset(d.dev, d.tokenizer, d.features, d.cmvn, None, cache_features=cache) if d.dev else None
 
-    def _rank(self) -> tuple[int, int]:
-        return (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
-
     def _sampler(self, durations: list[float], shuffle: bool, ranks: tuple[int, int] | None = None
                  ) -> DurationBucketSampler:
         # training (shuffle): each item's SpecAugment masks from its own seed (asr_pe/data/sampler.py)
-        world, rank = ranks or self._rank()
+        world, rank = ranks or ((self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0))
         return DurationBucketSampler(
             durations, self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
             shuffle=shuffle, seed=self.seed, max_batch_size=self.cfg.get("max_batch_size"),

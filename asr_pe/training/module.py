@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 
 # Per-rank validation sums, all-reduced at the end of the epoch.
+# (``self.trainer`` is never None in a hook: Lightning's property raises when no trainer is attached.)
 VAL_SUMS = ("errors", "ref_words", "char_errors", "ref_chars", "loss", "loss_weight", "acc_correct", "acc_total")
 
 
@@ -94,7 +95,7 @@ class ASRModule(L.LightningModule):
 
     def _any_rank(self, flag: bool) -> bool:
         """True on every rank when ``flag`` is true on any (one all-gather; no-op on one process)."""
-        if self.trainer is None or self.trainer.world_size == 1:
+        if self.trainer.world_size == 1:
             return flag
         return bool(self.all_gather(torch.tensor(flag, device=self.device)).any())
 
@@ -145,7 +146,7 @@ class ASRModule(L.LightningModule):
     # ---------------------------------------------------------------- validation
     def _is_padding(self, batch_idx: int, dataloader_idx: int = 0) -> bool:
         """Whether this validation batch is one the sampler repeated to even out the ranks."""
-        loaders = self.trainer.val_dataloaders if self.trainer is not None else None
+        loaders = self.trainer.val_dataloaders
         if isinstance(loaders, (list, tuple)):
             loaders = loaders[dataloader_idx]
         sampler = getattr(loaders, "batch_sampler", None)
@@ -184,13 +185,13 @@ class ASRModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         # Every rank gets here and reduces, including one whose batches were all padding.
         sums = self._val_sums.to(self.device)
-        if self.trainer is not None and self.trainer.world_size > 1:
+        if self.trainer.world_size > 1:
             sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
         total = dict(zip(VAL_SUMS, sums.tolist()))
         self._val_sums.zero_()
         if total["ref_words"] == 0:
             return  # no validation data at all (the same on every rank)
-        if self.trainer is not None and self.trainer.state.fn == "fit":
+        if self.trainer.state.fn == "fit":
             # a validation during training: the epoch of the last batch trained
             self._log_data_epoch(max(self.global_step * self.trainer.accumulate_grad_batches - 1, 0))
         # The values are global already and equal on every rank; sync_dist (a mean of equal values)

@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from asr_pe.io import atomic_write_json
 from asr_pe.run_folder import CHECKPOINT_SUFFIX, LAST, RESUMES, RUN_CONTENT, checkpoint_dir, config_path, eval_done
 
 from .hydra_job import EVERYTHING
-from .run_dir import MODEL_SECTIONS, check_resume_compatible
+from .run_dir import MODEL_SECTIONS, check_resume_compatible, read_json
 
 log = logging.getLogger(__name__)
 
@@ -208,10 +207,7 @@ def settings_changed(saved: Any, now: Any) -> dict[str, list]:
 def record_resume(run_dir: Path, plan: StartPlan, changed: dict[str, list]) -> None:
     """Append this resume to ``resumes.json``: where it continued and which settings changed."""
     path = Path(run_dir) / RESUMES   # one entry per resume: step, checkpoint, settings changed
-    try:
-        entries = json.loads(path.read_text())
-    except (OSError, ValueError):
-        entries = []
+    entries = read_json(path, [])
     entries.append({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "checkpoint": plan.checkpoint.name,
                     "step": plan.step, "changed": changed})
     atomic_write_json(path, entries)

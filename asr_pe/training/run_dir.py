@@ -1,12 +1,14 @@
 """The run directory as training uses it: what may change on resume, and the data preparation that
-rank 0 does first (where it is, Hydra's output folder or ``run_dir``, is `asr_pe.training.run.Run.open`). Its layout and the files other layers
-read (config, run_info, checkpoints, eval/) are `asr_pe.run_folder`."""
+rank 0 does first (where it is, Hydra's output folder or ``run_dir``: `asr_pe.training.run.Run.open`).
+Its layout and the files other layers read (config, run_info, checkpoints, eval/) are
+`asr_pe.run_folder`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -61,6 +63,14 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
             )
 
 
+def read_json(path: Path, default: Any = None) -> Any:
+    """A JSON file's content, or ``default`` when it is missing or unreadable (e.g. half written)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return default
+
+
 def data_key(cfg: DictConfig, leave_out: tuple[str, ...] = ()) -> str:
     """Identifies the data a run prepares (its resolved ``data`` section, less the keys ``leave_out``)."""
     data = {k: v for k, v in OmegaConf.to_container(cfg.data, resolve=True).items() if k not in leave_out}
@@ -88,10 +98,7 @@ def check_prepared_data(run_dir: Path, key: str) -> None:
     present = [name for name in PREPARED_FILES if (run_dir / name).exists()]
     if not present:
         return
-    try:
-        state = json.loads((run_dir / DATA_READY).read_text())
-    except (OSError, ValueError):
-        state = None
+    state = read_json(run_dir / DATA_READY)
     if state is None or state.get("error"):
         if has_checkpoints(run_dir):
             return  # a run from before the record existed: its model was trained on these files
@@ -136,10 +143,7 @@ def prepare_on_rank_zero(run_dir: Path, key: str, rank: int, prepare, *, timeout
         return result
     start = last_note = time.monotonic()
     while True:
-        try:
-            state = json.loads(marker.read_text())
-        except (OSError, ValueError):
-            state = None
+        state = read_json(marker)
         if state is not None and state.get("key") == key:
             if state.get("error"):
                 raise RuntimeError(f"rank 0 failed to prepare the data of {run_dir}: {state['error']}")
