@@ -63,18 +63,15 @@ def resolve_init_from(value: Any) -> tuple[Path, Path]:
     return run_dir, ckpt
 
 
+def _under(key: str, sections: tuple[str, ...]) -> bool:
+    return any(key == s or key.startswith(s + ".") for s in sections)
+
+
 def _model_view(cfg: Any) -> dict[str, Any]:
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
-    out: dict[str, Any] = {}
-    for key in MODEL_KEYS:
-        node: Any = plain
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        for k, v in flattened(node, f"{key}.").items():
-            # a null is an option left at "off" (added later to a config group, absent from older runs)
-            if v is not None and not any(k == f or k.startswith(f + ".") for f in FREE_KEYS):
-                out[k] = v
-    return out
+    # a null is an option left at "off" (added later to a config group, absent from older runs)
+    return {k: v for k, v in flattened(plain).items()
+            if v is not None and _under(k, MODEL_KEYS) and not _under(k, FREE_KEYS)}
 
 
 def model_differences(source_cfg: Any, cfg: Any) -> dict[str, tuple[Any, Any]]:
