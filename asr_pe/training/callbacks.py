@@ -21,26 +21,29 @@ and at the end of training) and ``checkpoints/best.ckpt`` (lowest ``val/cer``); 
 state keys that do not depend on the path or the interval; the best score restored wherever the
 folder now lives. The metric logs are flushed whenever a checkpoint is written (its
 ``on_save_checkpoint``), so ``logs/metrics.csv`` always holds every row the checkpoint has
-trained through (`asr_pe.training.metrics_log`).
+trained through (`asr_pe.training.run`, `_set_aside_metrics`). They are written atomically inside
+the run folder (`RunFolderCheckpointIO`, a plugin of the trainer beside these callbacks).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from asr_pe.io import atomic_write_bytes
 from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, LAST, checkpoint_dir, checkpoint_path
 
 from .lightning_private import as_saved_at_batch_end, set_sigterm_stop, take_over_sigterm
 from .progress import StepProgress
-from .schedules import lr_multiplier
 from .stops import TrainingDiverged, divergence, nonfinite_limits
 
 log = logging.getLogger(__name__)
@@ -58,6 +61,22 @@ def run_callbacks(cfg: Mapping[str, Any], run_dir: Path) -> list[Callback]:
     if cfg["trainer"].get("enable_progress_bar", True):
         callbacks.append(StepProgress(every_n_steps=int(cfg.get("progress_every_n_steps") or 100)))
     return callbacks
+
+
+class RunFolderCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written atomically inside the run folder.
+
+    Lightning's `TorchCheckpointIO` writes through an fsspec transaction whose temporary file lives
+    in ``$TMPDIR``; committing it is a rename only when ``$TMPDIR`` is on the run folder's file
+    system. On a cluster it usually is not (node-local /tmp, a shared run folder), so the commit is
+    a copy, and a job killed during it (a time limit, preemption) leaves a truncated ``last.ckpt``:
+    the one file a requeued job resumes from. Here the temporary file is in the checkpoint's own
+    folder, so the final step is always an atomic ``os.replace``."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        atomic_write_bytes(path, buffer.getvalue())
 
 
 class _RunCheckpoint(ModelCheckpoint):
@@ -259,27 +278,28 @@ class StepRandomState(Callback):
         if pl_module.device.type == "cuda":
             self._state["cuda"] = torch.cuda.get_rng_state()
 
+    @staticmethod
+    def _world() -> int:
+        dist = torch.distributed
+        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
     def state_dict(self) -> dict[str, Any]:
         # every rank saves (Lightning dumps the checkpoint on all ranks; rank 0 writes it)
         if self._state is None:
             return {}
-        dist = torch.distributed
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            ranks: list[Any] = [None] * dist.get_world_size()
-            dist.all_gather_object(ranks, self._state)
-        else:
-            ranks = [self._state]
+        ranks: list[Any] = [self._state] * self._world()
+        if len(ranks) > 1:
+            torch.distributed.all_gather_object(ranks, self._state)  # each rank's own state in its place
         return {"ranks": ranks}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         ranks = state_dict.get("ranks") or []
-        dist = torch.distributed
-        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        world = self._world()
         if len(ranks) != world:
             log.warning("the checkpoint holds the random state of %d rank(s), this run has %d: the resumed "
                         "steps draw other dropout masks than an uninterrupted run would", len(ranks), world)
             return
-        self._state = ranks[dist.get_rank() if world > 1 else 0]
+        self._state = ranks[torch.distributed.get_rank() if world > 1 else 0]
 
 
 class ApplyOptimSettings(Callback):
@@ -303,8 +323,7 @@ class ApplyOptimSettings(Callback):
         eps = float(o.get("eps", 1e-9))
         schedulers = checkpoint.get("lr_schedulers") or []
         step = int(schedulers[0].get("last_epoch", 0)) if schedulers else int(checkpoint.get("global_step", 0))
-        now = lr * lr_multiplier(step, kind=o.get("schedule", "noam"), warmup_steps=int(o.get("warmup_steps", 1000)),
-                                 total_steps=pl_module.total_steps, min_ratio=float(o.get("min_lr_ratio", 0.0)))
+        now = lr * pl_module.lr_scale(step)
         for state in checkpoint.get("optimizer_states") or []:
             # the groups as configure_optimizers builds them: decayed parameters, then the others
             for i, group in enumerate(state.get("param_groups", [])):

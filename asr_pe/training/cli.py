@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable
 
 from hydra.errors import HydraException
@@ -37,25 +38,14 @@ def friendly_errors():
     Exiting here, inside the Hydra task, keeps Hydra from adding its "Error executing job" line."""
     try:
         yield
-    except UserError as e:  # bad input (exit 2), or a training stopped early (143 SIGTERM, 3 diverged)
+    # bad input (exit 2), a training stopped early (143 SIGTERM, 3 diverged), or a required setting
+    # (``run: ???``) not given on the command line (exit 2)
+    except (UserError, MissingMandatoryValue) as e:
         if os.environ.get("ASR_PE_DEBUG"):
             raise
         logging.getLogger("asr_pe").debug("user error", exc_info=True)
-        print_error(str(e))
-        sys.exit(e.exit_code)
-    except MissingMandatoryValue as e:  # a required setting (``run: ???``) not given on the command line
-        if os.environ.get("ASR_PE_DEBUG"):
-            raise
-        print_error(_command_line_error(e))
-        sys.exit(2)
-
-
-def _raised_in(code, tb) -> bool:
-    while tb is not None:
-        if tb.tb_frame.f_code is code:
-            return True
-        tb = tb.tb_next
-    return False
+        print_error(str(e) if isinstance(e, UserError) else _command_line_error(e))
+        sys.exit(getattr(e, "exit_code", 2))
 
 
 def _command_line_error(e: Exception) -> str:
@@ -83,7 +73,7 @@ def run_hydra_main(main: Callable[[], object]) -> None:
     try:
         main()
     except (HydraException, OmegaConfBaseException) as e:
-        in_task = _raised_in(task_code, e.__traceback__)
+        in_task = any(frame.f_code is task_code for frame, _ in traceback.walk_tb(e.__traceback__))
         if os.environ.get("ASR_PE_DEBUG") or (in_task and not isinstance(e, MissingMandatoryValue)):
             raise
         print_error(_command_line_error(e))

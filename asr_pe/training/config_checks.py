@@ -7,8 +7,10 @@ ran (a bad ``decode.method`` used to surface only in the evaluation after traini
 
 - `check_train_config`: the PE combination given on the command line, ``optim.*``,
   ``trainer.*`` (keys against ``lightning.Trainer``'s signature, a GPU accelerator without a
-  GPU), ``decode.*`` against the loss, ``eval.*``;
-- `check_resume_checkpoint`: the checkpoint a resumed run would load is a readable file.
+  GPU), ``decode.*`` against the loss, ``eval.*``.
+
+That the checkpoint a resumed run would load is a readable file is checked where the start is
+planned (`asr_pe.training.resume.plan_start`).
 
 The evaluation's own checks (its inputs, its settings) are `asr_pe.evaluation.input_checks` and
 `asr_pe.evaluation.settings`.
@@ -28,7 +30,6 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from asr_pe.errors import ConfigError
 from asr_pe.inference.decode import check_decode_settings
-from asr_pe.inference.run_loading import read_checkpoint
 
 from . import hydra_job
 from .schedules import step_schedule
@@ -203,13 +204,5 @@ def check_added_keys(cfg: DictConfig, added: list[str] | None = None) -> None:
         raise ConfigError(f"+{key}: not a setting of this config (nothing would read it); {hint}")
 
 
-def check_resume_checkpoint(ckpt: str | Path | None) -> None:
-    """The checkpoint a resumed run continues from loads (its structure, tensors mapped)."""
-    if ckpt is not None:
-        read_checkpoint(ckpt, mmap=True,
-                        hint="delete it (or move it aside) and resume from another checkpoint in that folder, "
-                             "or start a fresh run")
-
-
-__all__ = ["check_added_keys", "check_optim", "check_pe_combination",
-           "check_resume_checkpoint", "check_train_config", "check_trainer", "pe_stage"]
+__all__ = ["check_added_keys", "check_optim", "check_pe_combination", "check_train_config", "check_trainer",
+           "pe_stage"]

@@ -33,24 +33,14 @@ log = logging.getLogger(__name__)
 
 
 def _as_list(x: Any) -> list[str]:
-    if x is None:
-        return []
-    if isinstance(x, (str, Path)):
-        return [str(x)]
-    return [str(p) for p in x]
+    return [str(x)] if isinstance(x, (str, Path)) else [str(p) for p in x or []]
 
 
 def normalise_manifests(m: Mapping[str, Any]) -> dict[str, Any]:
-    """-> {"train": [paths], "dev": [paths], "test": {name: path}}."""
+    """-> {"train": [paths], "dev": [paths], "test": {name: path}} (a test set unnamed: its file's stem)."""
     test = m.get("test")
-    if test is None:
-        tests = {}
-    elif isinstance(test, (str, Path)):
-        tests = {Path(test).stem: str(test)}
-    elif isinstance(test, Mapping):
-        tests = {str(k): str(v) for k, v in test.items()}
-    else:
-        tests = {Path(p).stem: str(p) for p in test}
+    tests = ({str(k): str(v) for k, v in test.items()} if isinstance(test, Mapping)
+             else {Path(p).stem: p for p in _as_list(test)})
     return {"train": _as_list(m.get("train")), "dev": _as_list(m.get("dev")), "test": tests}
 
 
@@ -67,10 +57,7 @@ def resolve_manifests(data_cfg: DictConfig) -> dict[str, Any]:
 
 
 def read_manifests(paths: list[str]) -> list[Utterance]:
-    utts: list[Utterance] = []
-    for p in paths:
-        utts.extend(read_manifest(p))
-    return utts
+    return [u for p in paths for u in read_manifest(p)]
 
 
 @dataclass
@@ -82,10 +69,7 @@ class RunData:
     features: FbankExtractor
     cmvn: GlobalCMVN
     report: dict[str, Any] = field(default_factory=dict)
-
-
-def feature_extractor(data_cfg: DictConfig) -> FbankExtractor:
-    return FbankExtractor(**OmegaConf.to_container(data_cfg.features, resolve=True))
+    groups: list[list[int]] | None = None  # training inputs: utterances joined (data.concat_max_seconds)
 
 
 def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.Module | None,
@@ -126,7 +110,7 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
         tokenizer = build_tokenizer(kind, [u.text for u in train], run_dir, **tok_opts)
         tokenizer.save(tok_path)
 
-    features = feature_extractor(data_cfg)
+    features = FbankExtractor(**OmegaConf.to_container(data_cfg.features, resolve=True))
     cmvn_path = run_dir / CMVN
     if cmvn_path.exists():
         cmvn = GlobalCMVN.load(cmvn_path)
@@ -153,14 +137,16 @@ def prepare_run_data(data_cfg: DictConfig, run_dir: Path, *, frontend: torch.nn.
     report["train_hours"] = sum(u.duration for u in train) / 3600
     report["train_max_duration"] = max(u.duration for u in train)
     concat_s = data_cfg.get("concat_max_seconds")
+    groups = None
     if concat_s:
-        # the longest training *input* is what the model's positions have seen (the remedies'
-        # L_tr, the plots' training-length marker)
+        # training inputs of up to concat_max_seconds, utterances joined (asr_pe/data/concat.py); the
+        # longest training *input* is what the model's positions have seen (the remedies' L_tr, the
+        # plots' training-length marker)
         groups = pack_groups([u.duration for u in train], float(concat_s), seed=int(data_cfg.get("concat_seed", 0)))
         report["train_max_utterance"] = report["train_max_duration"]
         report["train_inputs"] = len(groups)
         report["train_max_duration"] = max(sum(train[i].duration for i in g) for g in groups)
-    return RunData(manifests, train, dev, tokenizer, features, cmvn, report)
+    return RunData(manifests, train, dev, tokenizer, features, cmvn, report, groups)
 
 
 class ASRDataModule(L.LightningDataModule):
@@ -176,12 +162,8 @@ class ASRDataModule(L.LightningDataModule):
         self.data, self.cfg, self.seed = data, data_cfg, seed
         sa = data_cfg.get("spec_augment")
         self.spec_augment = SpecAugment(**OmegaConf.to_container(sa, resolve=True)) if sa else None
-        concat_s = data_cfg.get("concat_max_seconds")
         durations = [u.duration for u in data.train]
-        # training inputs of up to concat_max_seconds, utterances joined (asr_pe/data/concat.py)
-        self.groups = (pack_groups(durations, float(concat_s), seed=int(data_cfg.get("concat_seed", 0)))
-                       if concat_s else None)
-        self.train_durations = durations if self.groups is None else [sum(durations[i] for i in g) for g in self.groups]
+        self.train_durations = durations if data.groups is None else [sum(durations[i] for i in g) for g in data.groups]
         self.train_set = self.dev_set = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -190,17 +172,14 @@ class ASRDataModule(L.LightningDataModule):
         cache = bool(self.cfg.get("cache_features", True))
         d = self.data
         self.train_set = ASRDataset(d.train, d.tokenizer, d.features, d.cmvn, self.spec_augment, cache_features=cache)
-        if self.groups is not None:
-            self.train_set = ConcatDataset(self.train_set, self.groups)
+        if d.groups is not None:
+            self.train_set = ConcatDataset(self.train_set, d.groups)
         self.dev_set = ASRDataset(d.dev, d.tokenizer, d.features, d.cmvn, None, cache_features=cache) if d.dev else None
-
-    def _rank(self) -> tuple[int, int]:
-        return (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
 
     def _sampler(self, durations: list[float], shuffle: bool, ranks: tuple[int, int] | None = None
                  ) -> DurationBucketSampler:
         # training (shuffle): each item's SpecAugment masks from its own seed (asr_pe/data/sampler.py)
-        world, rank = ranks or self._rank()
+        world, rank = ranks or ((self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0))
         return DurationBucketSampler(
             durations, self.cfg.max_batch_seconds, num_buckets=self.cfg.num_buckets,
             shuffle=shuffle, seed=self.seed, max_batch_size=self.cfg.get("max_batch_size"),
@@ -216,26 +195,21 @@ class ASRDataModule(L.LightningDataModule):
         restored before the loader's iterator starts)."""
         return self.trainer.global_step * self.trainer.accumulate_grad_batches
 
-    def _timeout(self) -> dict[str, float]:
-        """``timeout=`` for a loader with workers: a worker that cannot deliver (e.g. it cannot
-        write its shared memory) would otherwise leave training waiting at its step forever,
-        deaf to SIGTERM (Lightning acts on it between batches). PyTorch allows it only with workers;
+    def _loader(self, dataset, batch_sampler) -> DeadlineLoader:
+        """With workers, a ``timeout=``: a worker that cannot deliver (e.g. it cannot write its
+        shared memory) would otherwise leave training waiting at its step forever, deaf to SIGTERM
+        (Lightning acts on it between batches). PyTorch allows it only with workers;
         `DeadlineLoader` extends it to the transfer of the batch's tensors."""
-        if int(self.cfg.num_workers) <= 0:
-            return {}
-        return {"timeout": float(self.cfg.get("loader_timeout_s", DEFAULT_LOADER_TIMEOUT_S))}
+        workers = self.cfg.num_workers
+        timeout = {"timeout": float(self.cfg.get("loader_timeout_s", DEFAULT_LOADER_TIMEOUT_S))} if workers > 0 else {}
+        return DeadlineLoader(dataset, batch_sampler=batch_sampler, collate_fn=collate, num_workers=workers,
+                              persistent_workers=workers > 0, **timeout)
 
     def train_dataloader(self):
-        batches = StepBatches(self._sampler(self.train_durations, shuffle=True), start=self._batches_trained)
-        return DeadlineLoader(
-            self.train_set, batch_sampler=batches, collate_fn=collate, num_workers=self.cfg.num_workers,
-            persistent_workers=self.cfg.num_workers > 0, **self._timeout(),
-        )
+        return self._loader(self.train_set, StepBatches(self._sampler(self.train_durations, shuffle=True),
+                                                        start=self._batches_trained))
 
     def val_dataloader(self):
         if self.dev_set is None:
             return []
-        return DeadlineLoader(
-            self.dev_set, batch_sampler=self._sampler(self.dev_set.durations, shuffle=False), collate_fn=collate,
-            num_workers=self.cfg.num_workers, persistent_workers=self.cfg.num_workers > 0, **self._timeout(),
-        )
+        return self._loader(self.dev_set, self._sampler(self.dev_set.durations, shuffle=False))

@@ -14,7 +14,7 @@ run is its own config (e.g. joined inputs of up to 40 s, a RoPE rescaling traine
 * The source run's tokenizer and CMVN are copied into the new run (`seed_prepared_files`): the
   weights were trained on those, so they are not made again from this config's data.
 * The weights are read with ``weights_only=True`` and loaded strictly; ``run_info.json`` records
-  the source (`init_record`: run folder, file name, stored step, SHA-256).
+  the source (`asr_pe.training.run`: run folder, file name, stored step, SHA-256).
 * A fine-tune that is interrupted resumes from its own ``last.ckpt`` like any run; ``init_from``
   only decides the first start.
 """
@@ -31,9 +31,9 @@ from omegaconf import DictConfig, OmegaConf
 from asr_pe.errors import ConfigError
 from asr_pe.io import atomic_write_json
 
-from asr_pe.evaluation.provenance import checkpoint_record
 from asr_pe.run_folder import BEST, CHECKPOINT_SUFFIX, DATA_READY, PREPARED_FILES
 
+from .resume import flattened
 from .run_dir import artifacts_key
 
 # The config that decides the weights and how the inputs are made, compared key by key.
@@ -63,27 +63,15 @@ def resolve_init_from(value: Any) -> tuple[Path, Path]:
     return run_dir, ckpt
 
 
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_flat(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: value}
+def _under(key: str, sections: tuple[str, ...]) -> bool:
+    return any(key == s or key.startswith(s + ".") for s in sections)
 
 
 def _model_view(cfg: Any) -> dict[str, Any]:
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
-    out: dict[str, Any] = {}
-    for key in MODEL_KEYS:
-        node: Any = plain
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        for k, v in _flat(node, f"{key}.").items():
-            # a null is an option left at "off" (added later to a config group, absent from older runs)
-            if v is not None and not any(k == f or k.startswith(f + ".") for f in FREE_KEYS):
-                out[k] = v
-    return out
+    # a null is an option left at "off" (added later to a config group, absent from older runs)
+    return {k: v for k, v in flattened(plain).items()
+            if v is not None and _under(k, MODEL_KEYS) and not _under(k, FREE_KEYS)}
 
 
 def model_differences(source_cfg: Any, cfg: Any) -> dict[str, tuple[Any, Any]]:
@@ -121,11 +109,6 @@ def seed_prepared_files(source_run: Path, run_dir: Path, cfg: DictConfig) -> Non
     # waiting until rank 0 has prepared the rest (manifests) and writes the marker with its key
     atomic_write_json(run_dir / DATA_READY, {"key": None, "artifacts_key": artifacts_key(cfg),
                                              "error": None, "copied_from": str(source_run)})
-
-
-def init_record(source_run: Path, ckpt: Path) -> dict[str, Any]:
-    """What run_info.json records of the source: ``{"run", "name", "global_step", "sha256"}``."""
-    return {"run": str(source_run), **checkpoint_record(ckpt)}
 
 
 def load_init_weights(model: torch.nn.Module, ckpt: Path) -> None:

@@ -56,21 +56,18 @@ def check_lightning(version: str | None = None) -> None:
     version = version or lightning_version()
     if ".".join(version.split(".")[:2]) in TESTED or os.environ.get("ASR_PE_UNTESTED_LIGHTNING") == "1":
         return
+    major, minor = TESTED[-1].split(".")  # the pin's upper end: the next minor version
     raise UntestedLightningError(
         f"lightning {version} is not a version asr_pe's resume and batch-order guarantees were tested with "
         f"({', '.join(t + '.x' for t in TESTED)}; asr_pe/training/lightning_private.py lists the private names "
-        f"they rely on): install one (pip install 'lightning>={TESTED[0]},<{_next_minor(TESTED[-1])}') or set "
+        f"they rely on): install one (pip install 'lightning>={TESTED[0]},<{major}.{int(minor) + 1}') or set "
         f"ASR_PE_UNTESTED_LIGHTNING=1 to go on at your own risk")
-
-
-def _next_minor(version: str) -> str:
-    major, minor = version.split(".")[:2]
-    return f"{major}.{int(minor) + 1}"
 
 
 def missing_private_names() -> list[str]:
     """The names of `PRIVATE` the installed Lightning lacks ("module:owner.name")."""
     import importlib
+    import inspect
 
     missing = []
     for owner, names in PRIVATE.items():
@@ -79,21 +76,13 @@ def missing_private_names() -> list[str]:
         if obj is None:
             missing.append(owner)
             continue
-        for name in names:
-            # instance attributes are set (or declared) in __init__: look for them in the class' module
-            source = _module_source(obj)
-            if not hasattr(obj, name) and f"self.{name} =" not in source and f"self.{name}:" not in source:
-                missing.append(f"{owner}.{name}")
+        try:  # instance attributes are set (or declared) in __init__: look for them in the class' module
+            source = inspect.getsource(inspect.getmodule(obj))
+        except (OSError, TypeError):
+            source = ""
+        missing += [f"{owner}.{name}" for name in names
+                    if not hasattr(obj, name) and f"self.{name} =" not in source and f"self.{name}:" not in source]
     return missing
-
-
-def _module_source(obj) -> str:
-    import inspect
-
-    try:
-        return inspect.getsource(inspect.getmodule(obj))
-    except (OSError, TypeError):
-        return ""
 
 
 def precision_flag_error(value) -> str | None:

@@ -97,11 +97,11 @@ class DeadlineLoader(torch.utils.data.DataLoader):
         return iterator
 
 
-def end_loader_workers() -> int:
+def end_loader_workers() -> None:
     """Kill the DataLoader workers (daemon children) still alive after a loader timeout.
 
     Called once the trainer has shut its loaders down (PyTorch then no longer watches their pids,
-    so their end raises nothing); returns how many were killed.
+    so their end raises nothing).
     """
     stuck = [p for p in multiprocessing.active_children() if p.daemon]
     for p in stuck:
@@ -109,7 +109,6 @@ def end_loader_workers() -> int:
         p.kill()
     for p in stuck:
         p.join(timeout=10)
-    return len(stuck)
 
 
 class LoaderTimeoutError(UserError, RuntimeError):

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 
 # Per-rank validation sums, all-reduced at the end of the epoch.
+# (``self.trainer`` is never None in a hook: Lightning's property raises when no trainer is attached.)
 VAL_SUMS = ("errors", "ref_words", "char_errors", "ref_chars", "loss", "loss_weight", "acc_correct", "acc_total")
 
 
@@ -72,17 +73,13 @@ class ASRModule(L.LightningModule):
             log_probs = self.model.ctc_log_probs(enc)
             ctc, finite = ctc_loss(log_probs, enc_lengths, batch["tokens"], batch["token_lengths"],
                                    blank=self.tokenizer.blank_id)
-            n_bad = int((~finite).sum())
-            if n_bad:
-                self.dropped_utterances += n_bad
+            self.dropped_utterances += int((~finite).sum())
             parts["ctc"] = ctc.detach()
         if self.second == "transducer":
             # the second head's loss in the place of the attention loss: λ·CTC + (1 − λ)·transducer
             att, finite = transducer_loss(self.model.transducer, enc, enc_lengths, batch["tokens"],
                                           batch["token_lengths"])
-            n_bad = int((~finite).sum())
-            if n_bad:
-                self.dropped_utterances += n_bad
+            self.dropped_utterances += int((~finite).sum())
             parts["transducer"] = att.detach()
         elif self.ctc_weight < 1:
             dec_in, dec_target = add_sos_eos(batch["tokens"], self.tokenizer.sos_id, self.tokenizer.eos_id)
@@ -98,7 +95,7 @@ class ASRModule(L.LightningModule):
 
     def _any_rank(self, flag: bool) -> bool:
         """True on every rank when ``flag`` is true on any (one all-gather; no-op on one process)."""
-        if self.trainer is None or self.trainer.world_size == 1:
+        if self.trainer.world_size == 1:
             return flag
         return bool(self.all_gather(torch.tensor(flag, device=self.device)).any())
 
@@ -149,7 +146,7 @@ class ASRModule(L.LightningModule):
     # ---------------------------------------------------------------- validation
     def _is_padding(self, batch_idx: int, dataloader_idx: int = 0) -> bool:
         """Whether this validation batch is one the sampler repeated to even out the ranks."""
-        loaders = self.trainer.val_dataloaders if self.trainer is not None else None
+        loaders = self.trainer.val_dataloaders
         if isinstance(loaders, (list, tuple)):
             loaders = loaders[dataloader_idx]
         sampler = getattr(loaders, "batch_sampler", None)
@@ -188,13 +185,13 @@ class ASRModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         # Every rank gets here and reduces, including one whose batches were all padding.
         sums = self._val_sums.to(self.device)
-        if self.trainer is not None and self.trainer.world_size > 1:
+        if self.trainer.world_size > 1:
             sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
         total = dict(zip(VAL_SUMS, sums.tolist()))
         self._val_sums.zero_()
         if total["ref_words"] == 0:
             return  # no validation data at all (the same on every rank)
-        if self.trainer is not None and self.trainer.state.fn == "fit":
+        if self.trainer.state.fn == "fit":
             # a validation during training: the epoch of the last batch trained
             self._log_data_epoch(max(self.global_step * self.trainer.accumulate_grad_batches - 1, 0))
         # The values are global already and equal on every rank; sync_dist (a mean of equal values)
@@ -222,12 +219,15 @@ class ASRModule(L.LightningModule):
              {"params": no_decay, "weight_decay": 0.0}],
             lr=o["lr"], betas=tuple(o.get("betas", (0.9, 0.98))), eps=o.get("eps", 1e-9),
         )
-        kind, warm = o.get("schedule", "noam"), int(o.get("warmup_steps", 1000))
-        total, min_ratio = self.total_steps, float(o.get("min_lr_ratio", 0.0))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_multiplier(s, kind=kind, warmup_steps=warm, total_steps=total, min_ratio=min_ratio)
-        )
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: self.lr_scale(step))  # a lambda: not saved
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def lr_scale(self, step: int) -> float:
+        """The schedule's multiplier of the peak learning rate at ``step``, as the config says (also
+        where a resumed run's restored optimiser is set, `asr_pe.training.callbacks.ApplyOptimSettings`)."""
+        o = self.optim_cfg
+        return lr_multiplier(step, kind=o.get("schedule", "noam"), warmup_steps=int(o.get("warmup_steps", 1000)),
+                             total_steps=self.total_steps, min_ratio=float(o.get("min_lr_ratio", 0.0)))
 
 
 def count_parameters(module: torch.nn.Module) -> int:

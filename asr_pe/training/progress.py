@@ -18,7 +18,7 @@ Only global rank 0 prints. The ETA is the remaining steps times the mean step ti
 Hydra's (every record twice), its "Tip:" advertisements, the model summary's ``Total FLOPs: 0``
 (it counts none for these models), torch's ``LeafSpec`` deprecation raised inside Lightning, the
 "smaller than the logging interval" warning of short smoke runs, and the CSV logger's "Previous log
-files in this directory will be deleted" on resume (`asr_pe.training.metrics_log` keeps them; the
+files in this directory will be deleted" on resume (`asr_pe.training.run` keeps them; the
 run prints its own account).
 """
 
@@ -68,14 +68,10 @@ class StepProgress(ProgressBar):
         return self._enabled
 
     def _write(self, text: str, *, rewrite: bool = False) -> None:
-        if rewrite:
-            self.stream.write("\r" + text.ljust(100))
-            self._open_line = True
-        else:
-            if self._open_line:
-                self.stream.write("\n")
-            self.stream.write(text + "\n")
-            self._open_line = False
+        if self._open_line and not rewrite:
+            self.stream.write("\n")  # below the line a terminal rewrites
+        self.stream.write("\r" + text.ljust(100) if rewrite else text + "\n")
+        self._open_line = rewrite
         self.stream.flush()
 
     def line(self, trainer) -> str:
@@ -129,22 +125,16 @@ class StepProgress(ProgressBar):
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
 
 
-class _DropTips(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in str(record.msg)
+def _drop_tips(record: logging.LogRecord) -> bool:  # a logging filter (a callable is one)
+    return "Tip:" not in str(record.msg)
 
 
-_DROP_TIPS = _DropTips()
+def _drop_zero_flops(record: logging.LogRecord) -> bool:
+    if "Total FLOPs: 0" in str(record.msg):
+        record.msg = "\n".join(line for line in str(record.msg).splitlines() if "Total FLOPs: 0" not in line)
+    return True
 
 
-class _DropZeroFlops(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if "Total FLOPs: 0" in str(record.msg):
-            record.msg = "\n".join(line for line in str(record.msg).splitlines() if "Total FLOPs: 0" not in line)
-        return True
-
-
-_DROP_ZERO_FLOPS = _DropZeroFlops()
 QUIET_WARNINGS = (r".*LeafSpec.*is deprecated", r"The number of training batches .* is smaller than the logging interval",
                   r"Experiment logs directory .* exists and is not empty")
 
@@ -158,12 +148,11 @@ def conventional_logging() -> None:
                 if type(handler) is logging.StreamHandler:  # Lightning's own console handler
                     logger.removeHandler(handler)
             logger.propagate = True
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+    for name, drop in (("lightning.pytorch.utilities.rank_zero", _drop_tips),
+                       ("lightning.fabric.utilities.rank_zero", _drop_tips),
+                       ("lightning.pytorch.callbacks.model_summary", _drop_zero_flops)):
         logger = logging.getLogger(name)
-        if _DROP_TIPS not in logger.filters:
-            logger.addFilter(_DROP_TIPS)
-    summary = logging.getLogger("lightning.pytorch.callbacks.model_summary")
-    if _DROP_ZERO_FLOPS not in summary.filters:
-        summary.addFilter(_DROP_ZERO_FLOPS)
+        if drop not in logger.filters:
+            logger.addFilter(drop)
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)

@@ -14,10 +14,15 @@
   command line resumes each of its runs unchanged.
 * A checkpoint without ``config.yaml`` beside it is refused: the settings it was trained with are
   unknown, and the new ones would relabel it.
+* The resume point is the newest readable ``last*.ckpt`` by its stored step (`resume_checkpoint`),
+  and a killed process' partial writes are removed first (`remove_partial_writes`). Which
+  checkpoints are saved when (``last.ckpt``, ``best.ckpt``), and how they are written atomically,
+  is `asr_pe.training.callbacks`.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +31,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import FolderTakenError, UserError
+from asr_pe.evaluation.provenance import checkpoint_step as stored_step
+from asr_pe.inference.run_loading import read_checkpoint
 from asr_pe.io import atomic_write_json
-from asr_pe.run_folder import RESUMES, RUN_CONTENT, checkpoint_dir, config_path, eval_done
+from asr_pe.run_folder import CHECKPOINT_SUFFIX, LAST, RESUMES, RUN_CONTENT, checkpoint_dir, config_path, eval_done
 
-from .checkpoints import resume_checkpoint
-from .config_checks import check_resume_checkpoint
 from .hydra_job import EVERYTHING
-from .run_dir import MODEL_SECTIONS, check_resume_compatible
+from .run_dir import MODEL_SECTIONS, check_resume_compatible, read_json
 
-RESUME_VALUES = ("true", "false", "auto")
+log = logging.getLogger(__name__)
+
+RESUME_VALUES = {"true": True, "false": False, "auto": "auto"}
 
 _ABSENT = object()
 
@@ -49,7 +56,7 @@ def parse_resume(value: Any) -> bool | str:
         return value
     text = str(value).strip().lower()
     if text in RESUME_VALUES:
-        return {"true": True, "false": False, "auto": "auto"}[text]
+        return RESUME_VALUES[text]
     raise ResumeError(f"resume={value!r} is not one of true, false, auto "
                       f"(true: continue the run in run_dir; auto: continue it if it has a checkpoint; false: start)")
 
@@ -104,16 +111,6 @@ class StartPlan:
     step: int = 0                       # its global step
 
 
-def holds_run(run_dir: Path) -> list[str]:
-    """What in ``run_dir`` shows that a run already used it (empty: a new folder)."""
-    found = []
-    for name in RUN_CONTENT:
-        p = Path(run_dir) / name
-        if p.is_file() or (p.is_dir() and any(p.iterdir())):
-            found.append(name)
-    return found
-
-
 def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: bool) -> StartPlan:
     """Decide how the run starts; raise `ResumeError` / `FileExistsError` with one line otherwise.
 
@@ -125,11 +122,15 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
     if found is None and resume is not False:
         # checkpoints there, none readable: resuming would silently start over; name the file
         for damaged in sorted(checkpoint_dir(run_dir).glob("last*.ckpt")):
-            check_resume_checkpoint(damaged)
+            read_checkpoint(damaged, mmap=True,  # its structure, tensors mapped
+                            hint="delete it (or move it aside) and resume from another checkpoint in that folder, "
+                                 "or start a fresh run")
     if resume == "auto" and eval_done(run_dir):
         return StartPlan(skip=True)
     if resume is False and owner:
-        used = holds_run(run_dir)
+        # what in the folder shows that a run already used it (a file, a folder not empty)
+        used = [name for name in RUN_CONTENT
+                if (p := run_dir / name).is_file() or (p.is_dir() and any(p.iterdir()))]
         if used:
             what = f"a checkpoint ({found[0].name})" if found else ", ".join(used)
             raise FolderTakenError(
@@ -150,32 +151,63 @@ def plan_start(run_dir: Path, cfg: DictConfig, resume: bool | str, *, owner: boo
     return StartPlan(checkpoint=found[0], step=found[1])
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(d, dict):
+def checkpoint_step(path: Path) -> int | None:
+    """The ``global_step`` stored in a checkpoint; None when it cannot be read (truncated, foreign)."""
+    try:
+        step = stored_step(path)
+        if step is None:
+            raise KeyError("global_step")
+        return step
+    except Exception as e:  # a damaged file is skipped, never resumed from
+        log.warning("checkpoint %s cannot be read (%s: %s); not resuming from it", path, type(e).__name__, e)
+        return None
+
+
+def resume_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
+    """The newest readable resume point of the run: ``last.ckpt``, or a ``last-v<k>.ckpt`` that an
+    older version of the toolkit (Lightning's version counter) wrote, by stored step; ties go to
+    ``last.ckpt``. None when the run has no checkpoint."""
+    candidates = sorted(checkpoint_dir(run_dir).glob(f"{LAST}*{CHECKPOINT_SUFFIX}"),
+                        key=lambda p: (p.name != f"{LAST}{CHECKPOINT_SUFFIX}", p.name))
+    readable = [(path, step) for path in candidates if (step := checkpoint_step(path)) is not None]
+    return max(readable, key=lambda found: found[1], default=None)  # the first of the highest step
+
+
+def remove_partial_writes(run_dir: Path) -> None:
+    """Delete the hidden temporary files (``.<name>.<random>.tmp``, `asr_pe.io`) that a process
+    killed in the middle of an atomic write left anywhere in the run folder (a checkpoint's is as
+    large as the model). Call only while holding the run's lock: another live process may be
+    writing them."""
+    removed = [tmp for tmp in Path(run_dir).rglob(".*.tmp") if tmp.is_file()]
+    for tmp in removed:
+        tmp.unlink()
+    if removed:
+        log.info("removed %d partial write(s) of an interrupted process: %s", len(removed),
+                 ", ".join(str(p.relative_to(run_dir)) for p in removed))
+
+
+def flattened(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"optim.lr": 1e-3, ...}``: the leaves of nested dicts by dotted key (``prefix`` + the path)."""
+    if isinstance(value, dict):
         out = {}
-        for k, v in d.items():
-            out.update(_flat(v, f"{prefix}{k}."))
+        for k, v in value.items():
+            out.update(flattened(v, f"{prefix}{k}."))
         return out
-    return {prefix[:-1]: d}
+    return {prefix[:-1]: value}
 
 
 def settings_changed(saved: Any, now: Any) -> dict[str, list]:
     """``{"optim.lr": [old, new], ...}`` between two plain configs (run folder and resume flag
     left out: they name the start, not the run)."""
-    a, b = _flat(saved), _flat(now)
+    a, b = flattened(saved), flattened(now)
     return {k: [a.get(k), b.get(k)] for k in sorted({*a, *b})
             if a.get(k) != b.get(k) and k not in ("run_dir", "resume")}
 
 
 def record_resume(run_dir: Path, plan: StartPlan, changed: dict[str, list]) -> None:
     """Append this resume to ``resumes.json``: where it continued and which settings changed."""
-    import json
-
     path = Path(run_dir) / RESUMES   # one entry per resume: step, checkpoint, settings changed
-    try:
-        entries = json.loads(path.read_text())
-    except (OSError, ValueError):
-        entries = []
+    entries = read_json(path, [])
     entries.append({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "checkpoint": plan.checkpoint.name,
                     "step": plan.step, "changed": changed})
     atomic_write_json(path, entries)

@@ -31,28 +31,35 @@ What each step owns:
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import logging
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import lightning as L
+import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from asr_pe.evaluation.provenance import evaluated_checkpoint
+from asr_pe.evaluation.provenance import checkpoint_record, evaluated_checkpoint
+from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 from asr_pe.run_folder import (
     CONFIG,
     LOCK,
     LOGS,
+    METRICS,
     RUN_CONTENT,
     RUN_INFO,
     TENSORBOARD,
     clear_eval_done,
     config_path,
     has_checkpoints,
+    logs_dir,
     mark_eval_done,
     pe_label,
     read_run_info,
@@ -64,17 +71,15 @@ from asr_pe.run_folder import (
 from asr_pe.run_lock import hold_run_lock, release_run_lock
 
 from . import hydra_job
-from .callbacks import run_callbacks
-from .checkpoints import RunFolderCheckpointIO, remove_partial_writes
+from .callbacks import RunFolderCheckpointIO, run_callbacks
 from .config_checks import check_train_config
 from .data import ASRDataModule, prepare_run_data, resolve_manifests
-from .finetune import check_init_from, init_record, load_init_weights, seed_prepared_files
+from .finetune import check_init_from, load_init_weights, seed_prepared_files
 from .lightning_private import check_lightning, count_in_steps
 from .loader_deadline import end_loader_workers, loader_timeout_error
-from .metrics_log import merge_metrics, set_aside_metrics
-from .resume import (StartPlan, parse_resume, plan_start, record_resume,
+from .resume import (StartPlan, parse_resume, plan_start, record_resume, remove_partial_writes,
                      resumed_config, settings_changed)
-from .run_dir import artifacts_key, data_key, prepare_on_rank_zero, resolve_run_dir
+from .run_dir import artifacts_key, data_key, prepare_on_rank_zero
 from .schedules import StepSchedule, step_schedule
 from .slurm import check_multirun_ddp, check_slurm_layout, requeue_resume, slurm_plugins
 from .stops import fit_or_stop, sigterm_stops
@@ -104,7 +109,7 @@ class Run:
 
     @classmethod
     def open(cls, cfg: DictConfig) -> "Run":
-        run_dir = resolve_run_dir(cfg)
+        run_dir = hydra_job.output_dir() or Path(cfg.run_dir)  # Hydra's output folder (sweeps too), or run_dir
         before = _StartFiles.before(run_dir)
         try:
             check_lightning()  # the private Lightning names the resume guarantees rely on: a tested version
@@ -125,13 +130,9 @@ class Run:
             cfg = resumed_config(cfg, run_dir, hydra_job.command_line_keys())
         run_dir.mkdir(parents=True, exist_ok=True)
         if cfg.get("threads"):
-            import torch
-
             torch.set_num_threads(int(cfg.threads))
-        else:
-            hint = busy_machine_hint()
-            if hint:
-                print(hint, flush=True)
+        elif hint := busy_machine_hint():
+            print(hint, flush=True)
         # The trainer first: it knows this process' rank (from the launcher's or SLURM's environment)
         # before any process group exists, and only rank 0 owns (locks and writes) the run folder.
         L.seed_everything(int(cfg.seed), workers=True)
@@ -184,7 +185,7 @@ class Run:
             record_resume(self.dir, self.plan, changed)
             print(f"[asr_pe] resuming from {ckpt.name} (step {self.plan.step})"
                   + (f"; changed: {', '.join(f'{k} {a} -> {b}' for k, (a, b) in changed.items())}" if changed else ""))
-            # Lightning's CSV logger warns that it deletes earlier logs; metrics_log keeps them
+            # Lightning's CSV logger warns that it deletes earlier logs; _set_aside_metrics keeps them
             print(f"[asr_pe] logs/metrics.csv keeps the rows of steps before {self.plan.step}; those at or after it "
                   "(trained after that checkpoint) are logged again by this start")
         write_config(self.dir, self.cfg)
@@ -241,7 +242,7 @@ class Run:
         trainer, ckpt = self.trainer, self.plan.checkpoint
         if self.owner:
             if ckpt is not None:
-                set_aside_metrics(self.dir, self.plan.step)
+                _set_aside_metrics(self.dir, self.plan.step)
             clear_eval_done(self.dir)  # training (more) makes an earlier evaluation stale
         count_in_steps(trainer, job.schedule)
         try:
@@ -259,7 +260,7 @@ class Run:
             raise timeout from e
         finally:  # also when the fit fails or stops: no metrics part left behind, every part so far merged
             if self.owner:
-                merge_metrics(self.dir)
+                _merge_metrics(self.dir)
         print(f"[asr_pe] trained {trainer.global_step} steps; skipped non-finite batches: "
               f"{int(job.module.skipped_batches)}, dropped utterances: {int(job.module.dropped_utterances)}")
 
@@ -303,8 +304,8 @@ def _trainer(cfg: DictConfig, run_dir: Path) -> L.Trainer:
 def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     """run_info.json's ``init_from`` (the checkpoint a fine-tune started from): recorded at the
     first start, kept from the run's own run_info.json when it resumes; {} for a run from scratch."""
-    if source is not None:
-        return {"init_from": init_record(*source)}
+    if source is not None:  # {"run", "name", "global_step", "sha256"}
+        return {"init_from": {"run": str(source[0]), **checkpoint_record(source[1])}}
     try:
         previous = read_run_info(run_dir).get("init_from")
     except (OSError, ValueError):
@@ -312,13 +313,65 @@ def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     return {"init_from": previous} if previous else {}
 
 
+# ``logs/metrics.csv`` across resumes: every step once, in order, whatever ended a launch.
+# Lightning's CSV logger deletes ``metrics.csv`` when a fit starts logging, so before a resumed fit
+# the earlier rows are set aside as ``logs/metrics.part0.csv`` and joined back afterwards; the join
+# runs however the fit ends (`Run.fit`'s ``finally``), and a start that finds parts left by a process
+# killed outright (``kill -9``: no ``finally``) joins them first. Rows of steps at or after the
+# checkpoint being resumed from are dropped when they are set aside: that launch trained them after
+# its last checkpoint, and the resumed one trains (and logs) those steps again.
+
+
+def _set_aside_metrics(run_dir: Path, resume_step: int) -> None:
+    """Before a resumed fit: the rows so far (every part and ``metrics.csv``), less those of steps
+    ``>= resume_step``, become ``logs/metrics.part0.csv``; ``metrics.csv`` is left for the fit."""
+    _join_metrics(logs_dir(run_dir), "metrics.part0.csv", keep=lambda row: _step(row) < resume_step)
+
+
+def _merge_metrics(run_dir: Path) -> None:
+    """Write ``logs/metrics.csv`` as all parts in order (union of columns), atomically."""
+    if _metric_parts(logs_dir(run_dir)):
+        _join_metrics(logs_dir(run_dir), METRICS)
+
+
+def _metric_parts(logs: Path) -> list[Path]:
+    return sorted(logs.glob("metrics.part*.csv"), key=lambda p: int(p.stem.split("part")[1]))
+
+
+def _join_metrics(logs: Path, into: str, keep=lambda row: True) -> None:
+    """The kept rows of every part and ``metrics.csv`` (in that order) as ``logs/<into>``; the
+    files read are then deleted, but for ``into`` itself."""
+    files = _metric_parts(logs) + ([logs / METRICS] if (logs / METRICS).exists() else [])
+    if not files:
+        return
+    rows, columns = [], []
+    for f in files:
+        with open(f, newline="") as fh:
+            reader = csv.DictReader(fh)
+            columns += [c for c in reader.fieldnames or [] if c not in columns]
+            rows += [row for row in reader if keep(row)]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(logs / into, buf.getvalue())
+    for f in files:
+        if f.name != into:
+            f.unlink()
+
+
+def _step(row: dict) -> float:
+    try:
+        return float(row.get("step") or 0)
+    except ValueError:
+        return 0.0
+
+
 def busy_machine_hint(load: float | None = None, cores: int | None = None) -> str | None:
     """A line for a run on torch's default threads (one per core) on a machine already busy (1-minute
     load average above half its cores): threads=1 is then several times faster (make demo on 2
     cores with two other jobs running: 3.5 s/step with threads=1, 15.4 with the default), as
     icefall and ESPnet train with one. None otherwise, or where the load is unknown."""
-    import os
-
     try:
         load = os.getloadavg()[0] if load is None else load
     except OSError:
@@ -328,15 +381,6 @@ def busy_machine_hint(load: float | None = None, cores: int | None = None) -> st
         return None
     return (f"[asr_pe] this machine is busy (load {load:.1f} on {cores} cores) and torch uses one thread per core: "
             "threads=1 is usually several times faster here (conf/train.yaml)")
-
-
-def _rank_zero_by_environment() -> bool:
-    """Whether the launcher's environment makes this process global rank 0 (or names no rank), before
-    a trainer exists to say so: torchrun / Lightning's own launcher set RANK and LOCAL_RANK, SLURM
-    SLURM_PROCID."""
-    import os
-
-    return all(os.environ.get(var, "0") == "0" for var in ("RANK", "LOCAL_RANK", "SLURM_PROCID"))
 
 
 def _forget_first_start(run_dir: Path, found: frozenset[str]) -> None:
@@ -361,32 +405,35 @@ class _StartFiles:
     so a refused start leaves the folder as it found it."""
     run_dir: Path
     lock_existed: bool
-    log_sizes: dict[Path, int]
+    job_log: Path | None
+    log_size: int  # the job log's size before this start (0: it did not exist)
     hydra_subdir: Path | None
 
     @classmethod
     def before(cls, run_dir: Path) -> "_StartFiles":
         hydra_subdir, job_log = hydra_job.start_files(run_dir)
-        logs = {job_log: job_log.stat().st_size if job_log.exists() else 0} if job_log is not None else {}
-        return cls(run_dir, lock_existed=(run_dir / LOCK).exists(), log_sizes=logs, hydra_subdir=hydra_subdir)
+        size = job_log.stat().st_size if job_log is not None and job_log.exists() else 0
+        return cls(run_dir, (run_dir / LOCK).exists(), job_log, size, hydra_subdir)
 
     def take_back(self) -> None:
         # only rank 0 takes anything back (another rank's failure must not touch the folder rank 0
-        # writes), and the lock file only when it took the lock for this start
+        # writes), and the lock file only when it took the lock for this start. Before a trainer
+        # exists to say so, the launcher's environment names the rank (torchrun / Lightning's own
+        # launcher set RANK and LOCAL_RANK, SLURM SLURM_PROCID; none of them: rank 0)
         held = release_run_lock(self.run_dir)
-        if not held and not _rank_zero_by_environment():
+        if not held and any(os.environ.get(var, "0") != "0" for var in ("RANK", "LOCAL_RANK", "SLURM_PROCID")):
             return
         if held and not self.lock_existed:
             (self.run_dir / LOCK).unlink(missing_ok=True)
         if self.hydra_subdir is not None:  # .hydra (Hydra's first start here) or .hydra/start-<time>
             shutil.rmtree(self.hydra_subdir, ignore_errors=True)
-        for path, size in self.log_sizes.items():
+        if self.job_log is not None:
             with contextlib.suppress(OSError):
-                if size == 0:
-                    path.unlink(missing_ok=True)
-                elif path.exists():
-                    with open(path, "r+b") as f:
-                        f.truncate(size)
+                if self.log_size == 0:
+                    self.job_log.unlink(missing_ok=True)
+                elif self.job_log.exists():
+                    with open(self.job_log, "r+b") as f:
+                        f.truncate(self.log_size)
         if self.hydra_subdir is not None:
             with contextlib.suppress(OSError):
                 self.run_dir.rmdir()  # Hydra made it for this start, which left nothing in it

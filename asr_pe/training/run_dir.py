@@ -1,19 +1,20 @@
-"""The run directory as training uses it: where it is (Hydra's output folder), what may change on
-resume, and the data preparation that rank 0 does first. Its layout and the files other layers
-read (config, run_info, checkpoints, eval/) are `asr_pe.run_folder`."""
+"""The run directory as training uses it: what may change on resume, and the data preparation that
+rank 0 does first (where it is, Hydra's output folder or ``run_dir``: `asr_pe.training.run.Run.open`).
+Its layout and the files other layers read (config, run_info, checkpoints, eval/) are
+`asr_pe.run_folder`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import UserError
 from asr_pe.io import atomic_write_json
 from asr_pe.run_folder import DATA_READY, PREPARED_FILES, config_path, has_checkpoints
-
-from . import hydra_job
 
 # Sections that define the model and its data; a resumed run must not change them.
 MODEL_SECTIONS = ("data", "frontend", "encoder", "pe", "loss", "decoder")
@@ -24,11 +25,6 @@ IDENTITY_KEYS = ("seed", "arm")
 # resume with other values (e.g. a study moved from one 2-thread run with a feature worker to
 # two 1-thread runs without one).
 FREE_ON_RESUME = {"data": ("num_workers", "loader_timeout_s")}
-
-
-def resolve_run_dir(cfg: DictConfig) -> Path:
-    """Hydra's output folder when running under Hydra (sweeps too), else ``cfg.run_dir``."""
-    return hydra_job.output_dir() or Path(cfg.run_dir)
 
 
 class ResumeConflict(UserError, ValueError):
@@ -67,12 +63,18 @@ def check_resume_compatible(run_dir: Path, cfg: DictConfig) -> None:
             )
 
 
-def data_key(cfg: DictConfig) -> str:
-    """Identifies the data a run prepares (its resolved ``data`` section)."""
-    import hashlib
+def read_json(path: Path, default: Any = None) -> Any:
+    """A JSON file's content, or ``default`` when it is missing or unreadable (e.g. half written)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return default
 
-    text = json.dumps(OmegaConf.to_container(cfg.data, resolve=True), sort_keys=True, default=str)
-    return hashlib.sha1(text.encode()).hexdigest()
+
+def data_key(cfg: DictConfig, leave_out: tuple[str, ...] = ()) -> str:
+    """Identifies the data a run prepares (its resolved ``data`` section, less the keys ``leave_out``)."""
+    data = {k: v for k, v in OmegaConf.to_container(cfg.data, resolve=True).items() if k not in leave_out}
+    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class PreparedDataMismatch(UserError, ValueError):
@@ -82,11 +84,7 @@ class PreparedDataMismatch(UserError, ValueError):
 def artifacts_key(cfg: DictConfig) -> str:
     """Identifies what the prepared files depend on: the ``data`` section without the keys that
     only say how batches are loaded (`FREE_ON_RESUME`)."""
-    import hashlib
-
-    data = OmegaConf.to_container(cfg.data, resolve=True)
-    data = {k: v for k, v in data.items() if k not in FREE_ON_RESUME["data"]}
-    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    return data_key(cfg, FREE_ON_RESUME["data"])
 
 
 def check_prepared_data(run_dir: Path, key: str) -> None:
@@ -100,10 +98,7 @@ def check_prepared_data(run_dir: Path, key: str) -> None:
     present = [name for name in PREPARED_FILES if (run_dir / name).exists()]
     if not present:
         return
-    try:
-        state = json.loads((run_dir / DATA_READY).read_text())
-    except (OSError, ValueError):
-        state = None
+    state = read_json(run_dir / DATA_READY)
     if state is None or state.get("error"):
         if has_checkpoints(run_dir):
             return  # a run from before the record existed: its model was trained on these files
@@ -148,10 +143,7 @@ def prepare_on_rank_zero(run_dir: Path, key: str, rank: int, prepare, *, timeout
         return result
     start = last_note = time.monotonic()
     while True:
-        try:
-            state = json.loads(marker.read_text())
-        except (OSError, ValueError):
-            state = None
+        state = read_json(marker)
         if state is not None and state.get("key") == key:
             if state.get("error"):
                 raise RuntimeError(f"rank 0 failed to prepare the data of {run_dir}: {state['error']}")

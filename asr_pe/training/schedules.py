@@ -57,9 +57,8 @@ def step_schedule(trainer_cfg: Mapping[str, Any], batches_per_epoch: int) -> Ste
     accumulate = int(trainer_cfg.get("accumulate_grad_batches", 1) or 1)
     steps_per_epoch = math.ceil(batches_per_epoch / accumulate)
     max_steps = int(trainer_cfg.get("max_steps", -1))
-    max_epochs = trainer_cfg.get("max_epochs", -1)
-    max_epochs = -1 if max_epochs is None else int(max_epochs)
-    ends = [n for n in (max_steps, max_epochs * steps_per_epoch if max_epochs > 0 else -1) if n > 0]
+    max_epochs = int(trainer_cfg.get("max_epochs") or -1)  # null: no epoch limit, as -1
+    ends = [n for n in (max_steps, max_epochs * steps_per_epoch) if n > 0]  # the limits set
     if not ends:
         raise ConfigError("trainer.max_steps and trainer.max_epochs are both unset (-1): training would never "
                           "end; set trainer.max_steps (or trainer.max_epochs)")

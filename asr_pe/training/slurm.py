@@ -48,17 +48,11 @@ class SlurmLayoutError(UserError, ValueError):
 
 def restart_count(environ: Mapping[str, str] | None = None) -> int:
     """How many times SLURM has restarted this job (0 outside SLURM or on the first start)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(RESTART_COUNT_VAR, "").strip()
-    if not raw:
-        return 0
+    raw = (os.environ if environ is None else environ).get(RESTART_COUNT_VAR, "").strip()
     try:
-        count = int(raw)
+        return int(raw or 0)
     except ValueError:
         raise ValueError(f"environment variable {RESTART_COUNT_VAR}={raw!r} is not a whole number") from None
-    if count < 0:
-        raise ValueError(f"environment variable {RESTART_COUNT_VAR}={count} is negative")
-    return count
 
 
 def requeue_resume(resume: Any, environ: Mapping[str, str] | None = None) -> Any:
@@ -83,18 +77,14 @@ def slurm_plugins() -> list:
     return [SLURMEnvironment(auto_requeue=False)]
 
 
-def _slurm_job(env: Mapping[str, str]) -> bool:
-    # Lightning's rule (SLURMEnvironment.detect): srun set SLURM_NTASKS, and the job is not an
-    # interactive allocation named "bash"/"interactive", where Lightning ignores SLURM
-    return "SLURM_NTASKS" in env and env.get("SLURM_JOB_NAME") not in ("bash", "interactive")
-
-
 def check_slurm_layout(num_devices: int, num_nodes: int, environ: Mapping[str, str] | None = None) -> None:
     """Under SLURM, require ``SLURM_NTASKS == num_devices * num_nodes`` (and, where SLURM sets them,
     ``SLURM_NTASKS_PER_NODE == num_devices``, ``SLURM_NNODES == num_nodes``): one task per device.
     ``num_devices`` / ``num_nodes`` are the trainer's (``trainer.num_devices``, ``trainer.num_nodes``)."""
     env = os.environ if environ is None else environ
-    if not _slurm_job(env):
+    # Lightning's rule (SLURMEnvironment.detect): srun set SLURM_NTASKS, and the job is not an
+    # interactive allocation named "bash"/"interactive", where Lightning ignores SLURM
+    if "SLURM_NTASKS" not in env or env.get("SLURM_JOB_NAME") in ("bash", "interactive"):
         return
     wanted = {"SLURM_NTASKS": num_devices * num_nodes, "SLURM_NTASKS_PER_NODE": num_devices,
               "SLURM_NNODES": num_nodes}

@@ -116,7 +116,7 @@ def _what_was_saved(saver) -> str:
         return "no checkpoint saved by this stop"
     if saver.saved_step is not None:
         return f"step {saver.saved_step} saved to {saver.path}"
-    from .checkpoints import checkpoint_step  # reads the step without loading the weights
+    from .resume import checkpoint_step  # reads the step without loading the weights
 
     step = checkpoint_step(saver.path) if saver.path.is_file() else None
     if step is None:

@@ -54,7 +54,7 @@ def test_checkpoints_are_replaced_atomically_in_their_own_folder(tmp_path, monke
     """A save killed half-way leaves the previous checkpoint whole (and no temporary file in $TMPDIR)."""
     import torch
 
-    from asr_pe.training.checkpoints import RunFolderCheckpointIO
+    from asr_pe.training.callbacks import RunFolderCheckpointIO
 
     elsewhere = tmp_path / "tmpdir"
     elsewhere.mkdir()

@@ -19,7 +19,7 @@ import pytest
 import torch
 import yaml
 
-from asr_pe.training.checkpoints import resume_checkpoint
+from asr_pe.training.resume import resume_checkpoint
 from asr_pe.training.schedules import lr_multiplier
 
 REPO = Path(__file__).resolve().parents[2]
