@@ -379,7 +379,7 @@ def write_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, 
     """`set_in_context` of two evaluated sets, written beside the long set's results:
     ``in_context.json`` (pooled numbers, the alone set's name, per-recording counts, and
     ``inputs``: result folder name -> the identity of the result it was computed from,
-    `asr_pe.evaluation.identity.result_identity`) and ``in_context.md``, atomically."""
+    `asr_pe.evaluation.pipeline.result_identity`) and ``in_context.md``, atomically."""
     from asr_pe.io import atomic_write_json, atomic_write_text
 
     res = set_in_context(long_dir, alone_dir, parts, n_boot=n_boot)
