@@ -77,13 +77,9 @@ class PerUttError(UserError, ValueError):
     """A bad ``per_utt.jsonl`` line; the message is ``<path>:<line>: <reason>``."""
 
 
-def _fmt_edge(x: float) -> str:
-    return f"{x:g}"
-
-
 def bucket_label(lo: float, hi: float) -> str:
     """``"0-2"`` for [0, 2), ``"64+"`` for the open bucket [64, inf)."""
-    return f"{_fmt_edge(lo)}+" if math.isinf(hi) else f"{_fmt_edge(lo)}-{_fmt_edge(hi)}"
+    return f"{lo:g}+" if math.isinf(hi) else f"{lo:g}-{hi:g}"
 
 
 @dataclass
@@ -117,16 +113,21 @@ def _check_record(rec: dict, index: int) -> None:
         raise ValueError(f"record {index} (id={rec.get('id')!r}) has a bad duration {d!r}")
 
 
+def _check_width(max_duration: float, width: float, what: str) -> tuple[float, float]:
+    max_duration, width = float(max_duration), float(width)
+    if not math.isfinite(max_duration) or max_duration < 0:
+        raise ValueError(f"max_duration must be finite and >= 0, got {max_duration!r}")
+    if not width > 0 or math.isinf(width):
+        raise ValueError(f"{what} must be finite and > 0, got {width!r}")
+    return max_duration, width
+
+
 def doubling_edges(max_duration: float, first: float = FIRST_DOUBLING_EDGE) -> list[float]:
     """[0, first, 2·first, 4·first, ...] up to the first edge > ``max_duration`` (at least [0, first]).
 
     The last edge is strictly greater than the longest utterance, so the open bucket past it
     is always empty: ``doubling_edges(160) == [0, 2, 4, ..., 128, 256]``."""
-    max_duration, first = float(max_duration), float(first)
-    if math.isnan(max_duration) or math.isinf(max_duration) or max_duration < 0:
-        raise ValueError(f"max_duration must be finite and >= 0, got {max_duration!r}")
-    if not first > 0 or math.isinf(first):
-        raise ValueError(f"the first doubling edge must be finite and > 0, got {first!r}")
+    max_duration, first = _check_width(max_duration, first, "the first doubling edge")
     edges = [0.0, first]
     while edges[-1] <= max_duration:
         edges.append(2 * edges[-1])
@@ -137,11 +138,7 @@ def step_edges(max_duration: float, step: float = NATURAL_BIN_S) -> list[float]:
     """[0, step, 2·step, ...] up to the first edge > ``max_duration`` (at least [0, step]): the
     CAPE paper's natural-length bins with ``step=5``; ``step_edges(34.9) == [0, 5, ..., 35]``,
     ``step_edges(35.0)`` ends at 40 (an utterance of exactly 35 s is in [35, 40))."""
-    max_duration, step = float(max_duration), float(step)
-    if math.isnan(max_duration) or math.isinf(max_duration) or max_duration < 0:
-        raise ValueError(f"max_duration must be finite and >= 0, got {max_duration!r}")
-    if not step > 0 or math.isinf(step):
-        raise ValueError(f"the bin width must be finite and > 0, got {step!r}")
+    max_duration, step = _check_width(max_duration, step, "the bin width")
     n = int(math.floor(max_duration / step)) + 1   # bins [k·step, (k+1)·step), k = 0 .. n-1
     return [k * step for k in range(n + 1)]
 
@@ -176,7 +173,7 @@ def resolve_edges(edges: Sequence[float] | str, durations: Iterable[float]) -> l
 def describe_edges(edges: Sequence[float] | str, resolved: Sequence[float]) -> str:
     """``"doubling: 0 2 4 ... 256"``, ``"step:5: 0 5 10 15"`` or ``"0 5 10 60"``: the edges in
     seconds, for logs and metadata."""
-    listed = " ".join(_fmt_edge(e) for e in resolved)
+    listed = " ".join(f"{e:g}" for e in resolved)
     return f"{edges.strip().lower()}: {listed}" if isinstance(edges, str) else listed
 
 
@@ -247,7 +244,7 @@ def _row(label: str, lo: float, hi: float, recs: list[dict], n_boot: int, seed: 
     rng = np.random.default_rng([seed, zlib.crc32(label.encode())])
     (wl, wh), (cl, ch) = bootstrap_ratio_ci(errors, words, n_boot=n_boot, rng=rng, ci=ci,
                                             extra=[(cerr, chars)])
-    row = {
+    return {
         "bucket": label, "lo": lo, "hi": hi, "utterances": len(recs),
         "mean_duration": float(np.mean(col("duration"))),
         "ref_words": int(words.sum()), "errors": int(errors.sum()),
@@ -256,7 +253,6 @@ def _row(label: str, lo: float, hi: float, recs: list[dict], n_boot: int, seed: 
         "ref_chars": int(chars.sum()), "char_errors": int(cerr.sum()),
         "cer": _ratio(cerr.sum(), chars.sum()), "cer_ci_low": cl, "cer_ci_high": ch,
     }
-    return row
 
 
 def bucket_table(records: Sequence[dict], edges: Sequence[float] | str = DEFAULT_EDGES, n_boot: int = 1000,
@@ -282,55 +278,31 @@ def _num(x: float, digits: int = 2) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _with_ci(v: float, lo: float, hi: float) -> str:
-    return f"{_num(v)} [{_num(lo)}, {_num(hi)}]"
-
-
-_DISPLAY = (("bucket", "bucket (s)"), ("utterances", "utts"), ("mean_duration", "mean dur (s)"),
-            ("ref_words", "words"), ("sub", "sub"), ("del", "del"), ("ins", "ins"),
-            ("wer", "WER % [CI]"), ("cer", "CER % [CI]"))
+_HEADER = ("bucket (s)", "utts", "mean dur (s)", "words", "sub", "del", "ins", "WER % [CI]", "CER % [CI]")
 
 
 def _display_cells(row: dict) -> list[str]:
-    cells = []
-    for key, _ in _DISPLAY:
-        if key == "wer":
-            cells.append(_with_ci(row["wer"], row["wer_ci_low"], row["wer_ci_high"]))
-        elif key == "cer":
-            cells.append(_with_ci(row["cer"], row["cer_ci_low"], row["cer_ci_high"]))
-        elif key == "mean_duration":
-            cells.append(_num(row[key]))
-        else:
-            cells.append(str(row[key]))
-    return cells
+    return [str(row["bucket"]), str(row["utterances"]), _num(row["mean_duration"]),
+            *(str(row[k]) for k in ("ref_words", "sub", "del", "ins")),
+            *(f"{_num(row[m])} [{_num(row[f'{m}_ci_low'])}, {_num(row[f'{m}_ci_high'])}]" for m in ("wer", "cer"))]
 
 
 def format_table(rows: Sequence[dict]) -> str:
     """Plain-text aligned table for the console (numbers right-aligned)."""
-    header = [h for _, h in _DISPLAY]
     body = [_display_cells(r) for r in rows]
-    widths = [max(len(c) for c in col) for col in zip(header, *body)]
-    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
-                       for i, (h, w) in enumerate(zip(header, widths)))]
-    lines.append("  ".join("-" * w for w in widths))
-    for cells in body:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(cells, widths))))
+    widths = [max(len(c) for c in col) for col in zip(_HEADER, *body)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+             for cells in (_HEADER, *body)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def _meta_line(meta: dict | None) -> str:
-    if not meta:
-        return ""
-    return " · ".join(f"{k}: {v}" for k, v in meta.items())
 
 
 def _markdown(rows: Sequence[dict], meta: dict | None) -> str:
     out = []
     if meta:
-        out += [f"**{_meta_line(meta)}**", ""]
-    out.append("| " + " | ".join(h for _, h in _DISPLAY) + " |")
-    out.append("|" + "|".join([" --- "] + [" ---: "] * (len(_DISPLAY) - 1)) + "|")
+        out += ["**" + " · ".join(f"{k}: {v}" for k, v in meta.items()) + "**", ""]
+    out.append("| " + " | ".join(_HEADER) + " |")
+    out.append("|" + "|".join([" --- "] + [" ---: "] * (len(_HEADER) - 1)) + "|")
     for r in rows:
         out.append("| " + " | ".join(_display_cells(r)) + " |")
     out += ["", "WER/CER pooled per bucket (Σ errors / Σ reference units); CER counts spaces; "
@@ -382,18 +354,11 @@ def read_bucket_csv(path: str | os.PathLike) -> list[dict]:
         if missing:
             raise ValueError(f"{path}:1: header lacks columns {missing}")
         for line, raw in enumerate(reader, start=2):
-            row = {}
             try:
-                for k, v in raw.items():
-                    if k == "bucket":
-                        row[k] = v
-                    elif k in _INT_KEYS:
-                        row[k] = int(v)
-                    else:
-                        row[k] = float(v)
+                rows.append({k: v if k == "bucket" else int(v) if k in _INT_KEYS else float(v)
+                             for k, v in raw.items()})
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{path}:{line}: bad value ({e})") from None
-            rows.append(row)
     return rows
 
 
