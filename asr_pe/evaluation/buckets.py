@@ -52,7 +52,7 @@ __all__ = [
     "DEFAULT_EDGES", "DOUBLING", "FIRST_DOUBLING_EDGE", "doubling_edges", "resolve_edges", "describe_edges",
     "STEP", "NATURAL_BIN_S", "step_edges",
     "RECORD_KEYS", "ROW_KEYS", "Bucket", "bucket_label", "bucketize",
-    "bootstrap_ratio_ci", "bucket_table", "format_table", "write_bucket_files",
+    "bootstrap_ratio_ci", "percentile_ci", "bucket_table", "format_table", "write_bucket_files",
     "read_bucket_csv", "write_per_utt", "read_per_utt", "PerUttError", "atomic_write_text",
     "ALL_LABEL",
 ]
@@ -218,16 +218,17 @@ def bootstrap_ratio_ci(num: np.ndarray, den: np.ndarray, *, n_boot: int, rng: np
         for (a, b), (sa, sb) in zip(pairs, sums):
             sa[start:stop] = a[idx].sum(axis=1)
             sb[start:stop] = b[idx].sum(axis=1)
-    q = [100 * (1 - ci) / 2, 100 * (1 + ci) / 2]
     out = []
     for sa, sb in sums:
         ok = sb > 0
-        if not ok.any():
-            out.append((math.nan, math.nan))
-            continue
-        lo, hi = np.percentile(100.0 * sa[ok] / sb[ok], q)
-        out.append((float(lo), float(hi)))
+        out.append(percentile_ci(100.0 * sa[ok] / sb[ok], ci) if ok.any() else (math.nan, math.nan))
     return out
+
+
+def percentile_ci(draws: np.ndarray, ci: float) -> tuple[float, float]:
+    """The (1 - ci)/2 and (1 + ci)/2 percentiles of bootstrap draws: a percentile-bootstrap CI."""
+    lo, hi = np.percentile(draws, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(lo), float(hi)
 
 
 def _ratio(num: float, den: float) -> float:

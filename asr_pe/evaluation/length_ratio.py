@@ -47,6 +47,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from asr_pe.evaluation.buckets import percentile_ci
 from asr_pe.io import read_jsonl
 from asr_pe.results_table import locate
 from asr_pe.run_folder import PER_UTT
@@ -157,10 +158,7 @@ def _clustered_ratio(shorts, longs, parts, n_boot: int, rng: np.random.Generator
             ratios.append(long_rate / short_rate)
     ratio = np.concatenate(ratios)
     ratio = ratio[np.isfinite(ratio)]
-    if not ratio.size:
-        return None
-    lo, hi = np.percentile(ratio, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
-    return float(lo), float(hi)
+    return percentile_ci(ratio, ci) if ratio.size else None
 
 
 def length_ratio_ci(short_sets: Sequence[str | os.PathLike], long_sets: Sequence[str | os.PathLike], *,
@@ -190,10 +188,7 @@ def length_ratio_ci(short_sets: Sequence[str | os.PathLike], long_sets: Sequence
     short_rate = _seed_rates(shorts, n_boot, rng)
     long_rate = _seed_rates(longs, n_boot, rng)
     ok = np.isfinite(long_rate) & (short_rate > 0)
-    if not ok.any():
-        return None
-    lo, hi = np.percentile(long_rate[ok] / short_rate[ok], [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
-    return float(lo), float(hi)
+    return percentile_ci(long_rate[ok] / short_rate[ok], ci) if ok.any() else None
 
 
 def difference_ci(a_sets: Sequence[str | os.PathLike], b_sets: Sequence[str | os.PathLike], *,
@@ -219,5 +214,4 @@ def difference_ci(a_sets: Sequence[str | os.PathLike], b_sets: Sequence[str | os
     boot = d[1:][np.isfinite(d[1:])]
     if not np.isfinite(d[0]) or not boot.size:
         return None
-    low, high = np.percentile(boot, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
-    return float(d[0]), float(low), float(high)
+    return (float(d[0]), *percentile_ci(boot, ci))
