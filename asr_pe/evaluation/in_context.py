@@ -68,7 +68,8 @@ from asr_pe.run_folder import BUCKETS_META, PER_UTT
 
 __all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
            "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
-           "parts_of_set", "set_in_context", "write_in_context", "in_context_pairs", "result_markdown"]
+           "parts_of_set", "set_in_context", "write_in_context", "in_context_pairs", "result_markdown",
+           "number"]
 
 # metric -> (edit-count key, reference-length key) of `score_utterance` and `edit_distances`
 METRICS = {"cer": ("char_errors", "ref_chars"), "wer": ("errors", "ref_words")}
@@ -275,6 +276,11 @@ def pooled_in_context(results: Sequence[InContextResult], *, n_boot: int = 1000,
     return _result(metric, rows, counts, lo, hi, n_boot, seeds=len(results))
 
 
+def number(x: float) -> float | None:
+    """A number for JSON, which has no NaN: an absent one is null."""
+    return None if math.isnan(x) else float(x)
+
+
 def read_records(path: str | os.PathLike) -> list[dict]:
     """The records of a ``per_utt.jsonl`` (``id``, ``duration``, ``ref``, ``hyp`` needed); a bad
     line is an `InContextError` naming the file and line."""
@@ -376,10 +382,6 @@ def write_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, 
     `asr_pe.evaluation.pipeline.result_identity`) and ``in_context.md``, atomically."""
     res = set_in_context(long_dir, alone_dir, parts, n_boot=n_boot)
     long_dir = Path(long_dir)
-
-    def number(x):
-        return None if math.isnan(x) else float(x)
-
     atomic_write_json(long_dir / "in_context.json", {
         "alone_set": alone_set, "metric": res.metric, "whole": number(res.whole), "alone": number(res.alone),
         "ratio": number(res.ratio), "ci_low": number(res.ci_low), "ci_high": number(res.ci_high),

@@ -241,12 +241,10 @@ def check_result_owner(folder: str | Path, manifest: str | Path, settings: Mappi
             f"{folder} to replace it")
 
 
-def forget_in_context(run_dir: str | Path, result: str) -> list[Path]:
+def forget_in_context(run_dir: str | Path, result: str) -> None:
     """Remove the in-context files computed from result folder ``result`` (``eval/<result>``), as
     the long set or as the set of its parts alone: an in-context ratio records the identities of
-    its two result folders, and is not left beside numbers it was not computed from. Returns the
-    folders they were removed from."""
-    removed = []
+    its two result folders, and is not left beside numbers it was not computed from."""
     for path in sorted(eval_dir(run_dir).glob("*/in_context.json")):
         folder = path.parent
         try:
@@ -259,8 +257,6 @@ def forget_in_context(run_dir: str | Path, result: str) -> list[Path]:
         if folder.name == result or result in depends:
             for name in IN_CONTEXT_FILES:
                 (folder / name).unlink(missing_ok=True)
-            removed.append(folder)
-    return removed
 
 
 # ----------------------------------------------------------------------------- input checks

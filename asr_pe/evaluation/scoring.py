@@ -14,9 +14,7 @@ from __future__ import annotations
 import jiwer
 from rapidfuzz.distance import Levenshtein
 
-__all__ = ["normalize_text", "score_utterance", "edit_distances", "score_record", "SCORE_KEYS"]
-
-SCORE_KEYS = ("errors", "ref_words", "sub", "del", "ins", "char_errors", "ref_chars")
+__all__ = ["normalize_text", "score_utterance", "edit_distances", "score_record"]
 
 
 def normalize_text(text: str) -> str:
