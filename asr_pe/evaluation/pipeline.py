@@ -62,7 +62,7 @@ from asr_pe.evaluation.buckets import (
     write_per_utt,
 )
 from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
-from asr_pe.evaluation.provenance import checkpoint_record
+from asr_pe.evaluation.provenance import checkpoint_record, read_meta
 from asr_pe.evaluation.rate import Rate, rate_of
 from asr_pe.evaluation.reuse import SETTINGS, Reuse, decoding_settings, stale_reason
 from asr_pe.evaluation.scoring import score_record
@@ -206,18 +206,10 @@ def check_scored_every_utterance(scored_ids: Iterable[str], manifest_ids: Iterab
 IN_CONTEXT_FILES = ("in_context.json", "in_context.md")
 
 
-def _meta(folder: Path) -> dict[str, Any] | None:
-    try:
-        meta = json.loads((Path(folder) / BUCKETS_META).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
-
-
 def result_identity(folder: str | Path) -> dict[str, Any] | None:
     """``{"checkpoint", "settings"}`` as the folder's ``buckets.meta.json`` records them (None
     without a record): what every number computed from its per-utterance scores depends on."""
-    meta = _meta(Path(folder))
+    meta = read_meta(folder)
     if meta is None:
         return None
     return {"checkpoint": meta.get("checkpoint"), "settings": meta.get("settings")}
@@ -228,7 +220,7 @@ def check_result_owner(folder: str | Path, manifest: str | Path, settings: Mappi
     (its recorded path and bytes both differ): that would leave its name on another set's numbers.
     The same file regenerated (same path) or moved (same bytes) replaces it. ``settings`` is this
     decoding's settings record."""
-    meta = _meta(Path(folder))
+    meta = read_meta(folder)
     if meta is None or not meta.get("manifest"):
         return
     recorded = meta.get("settings") if isinstance(meta.get("settings"), dict) else {}
