@@ -103,16 +103,6 @@ def _check_edges(edges: Sequence[float]) -> list[float]:
     return edges
 
 
-def _check_record(rec: dict, index: int) -> None:
-    missing = [k for k in RECORD_KEYS if k not in rec]
-    if missing:
-        raise KeyError(f"record {index} (id={rec.get('id')!r}) lacks {missing}; "
-                       f"records need {list(RECORD_KEYS)}")
-    d = rec["duration"]
-    if not isinstance(d, (int, float)) or math.isnan(d) or d < 0:
-        raise ValueError(f"record {index} (id={rec.get('id')!r}) has a bad duration {d!r}")
-
-
 def _check_width(max_duration: float, width: float, what: str) -> tuple[float, float]:
     max_duration, width = float(max_duration), float(width)
     if not math.isfinite(max_duration) or max_duration < 0:
@@ -183,7 +173,12 @@ def bucketize(records: Iterable[dict], edges: Sequence[float] | str = DEFAULT_ED
     ``edges``: a list of seconds or ``"doubling"`` (edges from the records' longest duration)."""
     records = list(records)
     for i, rec in enumerate(records):
-        _check_record(rec, i)
+        missing = [k for k in RECORD_KEYS if k not in rec]
+        if missing:
+            raise KeyError(f"record {i} (id={rec.get('id')!r}) lacks {missing}; records need {list(RECORD_KEYS)}")
+        d = rec["duration"]
+        if not isinstance(d, (int, float)) or math.isnan(d) or d < 0:
+            raise ValueError(f"record {i} (id={rec.get('id')!r}) has a bad duration {d!r}")
     edges = resolve_edges(edges, (rec["duration"] for rec in records))
     buckets = [Bucket(bucket_label(lo, hi), lo, hi) for lo, hi in zip(edges, edges[1:])]
     buckets.append(Bucket(bucket_label(edges[-1], math.inf), edges[-1], math.inf))
@@ -195,18 +190,14 @@ def bucketize(records: Iterable[dict], edges: Sequence[float] | str = DEFAULT_ED
     return buckets
 
 
-def bootstrap_ratio_ci(num: np.ndarray, den: np.ndarray, *, n_boot: int, rng: np.random.Generator,
-                       ci: float = 0.95, extra: Sequence[tuple[np.ndarray, np.ndarray]] = ()
-                       ) -> list[tuple[float, float]]:
-    """Percentile-bootstrap CIs of Σnum/Σden (in %) over resampled items.
-
-    ``extra`` holds more (num, den) pairs evaluated on the same resamples (paired draws).
-    Returns one (low, high) per ratio; (nan, nan) when no draw has a positive denominator.
+def bootstrap_ratio_ci(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_boot: int, rng: np.random.Generator,
+                       ci: float = 0.95) -> list[tuple[float, float]]:
+    """Percentile-bootstrap CIs of Σnum/Σden (in %) of each (num, den) pair of float arrays, all
+    pairs on the same resampled items (paired draws). Returns one (low, high) per pair; (nan, nan)
+    when no draw has a positive denominator.
     """
     if not 0 < ci < 1:
         raise ValueError(f"ci must be in (0, 1), got {ci}")
-    pairs = [(np.asarray(num, float), np.asarray(den, float))] + \
-            [(np.asarray(a, float), np.asarray(b, float)) for a, b in extra]
     n = len(pairs[0][0])
     if n == 0 or n_boot <= 0:
         return [(math.nan, math.nan)] * len(pairs)
@@ -243,8 +234,7 @@ def _row(label: str, lo: float, hi: float, recs: list[dict], n_boot: int, seed: 
     errors, words = col("errors"), col("ref_words")
     cerr, chars = col("char_errors"), col("ref_chars")
     rng = np.random.default_rng([seed, zlib.crc32(label.encode())])
-    (wl, wh), (cl, ch) = bootstrap_ratio_ci(errors, words, n_boot=n_boot, rng=rng, ci=ci,
-                                            extra=[(cerr, chars)])
+    (wl, wh), (cl, ch) = bootstrap_ratio_ci([(errors, words), (cerr, chars)], n_boot=n_boot, rng=rng, ci=ci)
     return {
         "bucket": label, "lo": lo, "hi": hi, "utterances": len(recs),
         "mean_duration": float(np.mean(col("duration"))),

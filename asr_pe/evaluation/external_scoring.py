@@ -187,16 +187,6 @@ def _ctm_line(path: str, line_no: int, line: str) -> tuple[str, str, float, floa
     return fields[0], fields[1], start, dur, fields[4]
 
 
-def _check_one_channel(path: str, line_no: int, rec: str, chan: str, first: dict[str, tuple[str, int]]) -> None:
-    """A recording's words come from one channel; ``first``: recording -> (its channel, first line)."""
-    chan0, line0 = first.setdefault(rec, (chan, line_no))
-    if chan != chan0:
-        raise HypothesisError(
-            f"{path}:{line_no}: recording {rec!r} has words on channel {chan!r} and on channel {chan0!r} (line "
-            f"{line0}); a CTM channel is one side of a recording, which the manifest's mono audio cannot tell "
-            f"apart: pass --channel {chan0} (or {chan}) to score one side")
-
-
 def _check_time_order(path: str, line_no: int, rec: str, chan: str, start: float, dur: float,
                       previous: dict[tuple[str, str], tuple[float, float, int]]) -> None:
     """A channel's words follow each other in time; ``previous``: (recording, channel) -> the last
@@ -222,7 +212,7 @@ def _check_time_order(path: str, line_no: int, rec: str, chan: str, start: float
 
 def _read_ctm(path: str, channel: str | None = None) -> Hypotheses:
     hyps = Hypotheses(path, "ctm", ctm_channel=channel)
-    first: dict[str, tuple[str, int]] = {}
+    first: dict[str, tuple[str, int]] = {}      # recording -> (its channel, first line)
     previous: dict[tuple[str, str], tuple[float, float, int]] = {}
     seen: set[str] = set()
     with open(path, encoding="utf-8") as f:
@@ -234,7 +224,12 @@ def _read_ctm(path: str, channel: str | None = None) -> Hypotheses:
             if channel is not None and chan != channel:
                 hyps.ctm_other_channel_lines += 1
                 continue
-            _check_one_channel(path, line_no, rec, chan, first)
+            chan0, line0 = first.setdefault(rec, (chan, line_no))
+            if chan != chan0:  # a recording's words come from one channel
+                raise HypothesisError(
+                    f"{path}:{line_no}: recording {rec!r} has words on channel {chan!r} and on channel {chan0!r} "
+                    f"(line {line0}); a CTM channel is one side of a recording, which the manifest's mono audio "
+                    f"cannot tell apart: pass --channel {chan0} (or {chan}) to score one side")
             _check_time_order(path, line_no, rec, chan, start, dur, previous)
             hyps.ctm_words.setdefault(rec, []).append((start, dur, word))
             hyps.line_of.setdefault(rec, line_no)
@@ -407,23 +402,16 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
             "edges": describe_edges(edges, resolved), **counts}
     write_per_utt(records, folder / PER_UTT)
     write_bucket_files(rows, folder, meta=meta)
-    _write_inspection_files(records, utts, folder, f"{label} on {test_set}")
-    score_in_context(utts, manifest, out_dir, test_set, n_boot=n_boot)
-    return rows, folder
-
-
-def _write_inspection_files(records: Sequence[dict], utts: Sequence[Utterance], folder: Path, title: str) -> None:
-    """alignments.pra and speakers.{csv,md} (`alignment_report`), and the STM/trn files sclite and
-    meeteval read (`sclite_files`), beside per_utt.jsonl."""
+    # what reviewers inspect (`alignment_report`) and the STM/trn files sclite and meeteval read
     speaker_of = speaker_of_utterances(utts)
-    write_alignment_reports(records, speaker_of, folder, title)
+    write_alignment_reports(records, speaker_of, folder, f"{label} on {test_set}")
     try:
-        files = sclite_files(records, speaker_of, utts)
+        for name, text in sclite_files(records, speaker_of, utts).items():
+            atomic_write_text(folder / name, text)
     except UserError as e:  # the scores stand; only these files cannot be written
         log.warning("%s: STM/trn files not written: %s", folder, e)
-        return
-    for name, text in files.items():
-        atomic_write_text(folder / name, text)
+    score_in_context(utts, manifest, out_dir, test_set, n_boot=n_boot)
+    return rows, folder
 
 
 def score_in_context(utts: Sequence[Utterance], manifest: Path, out_dir: Path, test_set: str, *,

@@ -203,13 +203,6 @@ def in_context(long_records: Iterable[Mapping], parts: Mapping[str, Sequence],
     return _result(metric, rows, counts, lo, hi, n_boot)
 
 
-def _check_ci(n_boot: int, ci: float) -> None:
-    if not 0 < ci < 1:
-        raise ValueError(f"ci must be in (0, 1), got {ci}")
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-
-
 def two_level_ratio_ci(num, den, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
                        ) -> tuple[float, float]:
     """Percentile-bootstrap CI of Σ num / Σ den, resampling recordings, then seeds.
@@ -218,7 +211,10 @@ def two_level_ratio_ci(num, den, *, n_boot: int = 1000, seed: int = 0, ci: float
     same R recordings in the same order. See the module docstring for the draws and their
     properties. Draws whose denominator is 0 are left out; (nan, nan) when none is left.
     """
-    _check_ci(n_boot, ci)
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     num, den = np.atleast_2d(np.asarray(num, dtype=float)), np.atleast_2d(np.asarray(den, dtype=float))
     if num.shape != den.shape or num.ndim != 2 or num.shape[1] == 0:
         raise ValueError(f"num and den must be (seeds, recordings) arrays of one shape, got "

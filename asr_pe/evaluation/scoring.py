@@ -24,16 +24,6 @@ def normalize_text(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _char_counts(ref: str, hyp: str) -> tuple[int, int]:
-    """(character edit errors, reference characters); spaces between words count as characters."""
-    if not ref:
-        return len(hyp), 0
-    if not hyp:
-        return len(ref), len(ref)
-    out = jiwer.process_characters(ref, hyp)
-    return out.substitutions + out.deletions + out.insertions, len(ref)
-
-
 def score_utterance(ref: str, hyp: str) -> dict:
     """Edit counts of one hypothesis against its reference.
 
@@ -45,23 +35,18 @@ def score_utterance(ref: str, hyp: str) -> dict:
     """
     ref_n, hyp_n = normalize_text(ref), normalize_text(hyp)
     ref_w, hyp_w = ref_n.split(), hyp_n.split()
-    if not ref_w:
-        sub, dele, ins = 0, 0, len(hyp_w)
-    elif not hyp_w:
-        sub, dele, ins = 0, len(ref_w), 0
+    # a side is empty exactly when it has no words (normalised text); jiwer refuses an empty side:
+    # then every word and character of the other side is an edit
+    if not ref_w or not hyp_w:
+        sub, dele, ins = 0, len(ref_w), len(hyp_w)
+        char_errors = len(ref_n) + len(hyp_n)
     else:
         out = jiwer.process_words(ref_n, hyp_n)
         sub, dele, ins = out.substitutions, out.deletions, out.insertions
-    char_errors, ref_chars = _char_counts(ref_n, hyp_n)
-    return {
-        "errors": sub + dele + ins,
-        "ref_words": len(ref_w),
-        "sub": sub,
-        "del": dele,
-        "ins": ins,
-        "char_errors": char_errors,
-        "ref_chars": ref_chars,
-    }
+        chars = jiwer.process_characters(ref_n, hyp_n)  # spaces between words count as characters
+        char_errors = chars.substitutions + chars.deletions + chars.insertions
+    return {"errors": sub + dele + ins, "ref_words": len(ref_w), "sub": sub, "del": dele, "ins": ins,
+            "char_errors": char_errors, "ref_chars": len(ref_n)}
 
 
 def edit_distances(ref: str, hyp: str) -> dict:
