@@ -151,8 +151,7 @@ def _read_jsonl(path: str, text_key: str | None) -> Hypotheses:
         if not isinstance(utt_id, str) or not utt_id.strip():
             raise HypothesisError(f"{path}:{line_no}: no 'id' (a non-empty string); export the manifests with "
                                   "their ids and keep them in the toolkit's output")
-        if text is None:
-            text = ""  # a toolkit that writes nothing for silence: an empty hypothesis
+        text = "" if text is None else text  # a toolkit that writes nothing for silence: an empty hypothesis
         if not isinstance(text, str):
             raise HypothesisError(f"{path}:{line_no}: '{key}' must be a string, got {type(text).__name__}")
         _add(hyps, utt_id, text, line_no)

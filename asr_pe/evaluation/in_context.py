@@ -66,7 +66,7 @@ from asr_pe.io import atomic_write_json, atomic_write_text, read_jsonl
 from asr_pe.results_table import locate
 from asr_pe.run_folder import BUCKETS_META, PER_UTT
 
-__all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
+__all__ = ["InContextError", "check_metric", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
            "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
            "parts_of_set", "set_in_context", "write_in_context", "in_context_pairs", "result_markdown",
            "number"]
@@ -80,7 +80,7 @@ class InContextError(UserError, ValueError):
     """The long set, its parts and the alone records do not fit together (named in the message)."""
 
 
-def _check_metric(metric: str) -> None:
+def check_metric(metric: str) -> None:
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
 
@@ -100,7 +100,7 @@ class RecordingRow:
 
     def counts(self, metric: str) -> tuple[int, int, int]:
         """(whole errors, alone errors, reference length) of ``metric``."""
-        _check_metric(metric)
+        check_metric(metric)
         unit = "char" if metric == "cer" else "word"
         return (getattr(self, f"whole_{unit}_errors"), getattr(self, f"alone_{unit}_errors"),
                 getattr(self, f"ref_{unit}s"))
@@ -168,7 +168,7 @@ def in_context(long_records: Iterable[Mapping], parts: Mapping[str, Sequence],
     (``n_boot`` draws, generator seeded with ``seed``; `paired_ratio_ci`) and one row per
     recording (in the order of ``long_records``).
     """
-    _check_metric(metric)
+    check_metric(metric)
     alone = _record_map(alone_records, "alone records")
     rows: list[RecordingRow] = []
     seen: set[str] = set()

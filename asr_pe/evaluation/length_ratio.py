@@ -48,13 +48,13 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from asr_pe.evaluation.buckets import percentile_ci
+from asr_pe.evaluation.in_context import METRICS, check_metric
 from asr_pe.io import read_jsonl
 from asr_pe.results_table import locate
 from asr_pe.run_folder import PER_UTT
 
-__all__ = ["PER_UTT", "METRIC_KEYS", "read_errors", "length_ratio_ci", "difference_ci"]
+__all__ = ["PER_UTT", "read_errors", "length_ratio_ci", "difference_ci"]
 
-METRIC_KEYS = {"wer": ("errors", "ref_words"), "cer": ("char_errors", "ref_chars")}
 _MAX_ELEMENTS = 2_000_000   # draws x utterances per chunk of the bootstrap
 
 
@@ -64,12 +64,11 @@ def read_errors(set_dir: str | os.PathLike, *, metric: str = "cer", lo: float = 
     ``lo <= duration < hi``, sorted by id; None when the file is absent (e.g. an archived
     remedy folder, which keeps bucket tables only). A malformed line is an error naming the
     file and line."""
-    if metric not in METRIC_KEYS:
-        raise ValueError(f"metric must be one of {sorted(METRIC_KEYS)}, got {metric!r}")
+    check_metric(metric)
     path = locate(Path(set_dir) / PER_UTT)
     if not path.is_file():
         return None
-    err_key, ref_key = METRIC_KEYS[metric]
+    err_key, ref_key = METRICS[metric]
     rows = []
     for lineno, rec in read_jsonl(path):
         try:

@@ -111,10 +111,9 @@ def resolve_test_sets(data_cfg: DictConfig, manifests: Mapping[str, Any]) -> dic
     by its file stem, and a stem that is already the name of another file (another selected
     manifest, or one of the corpus's test sets) is refused rather than let one set's results
     replace the other's; ``data.test={name: path}`` names it."""
-    sel = data_cfg.get("test")
+    sel, corpus = data_cfg.get("test"), dict(manifests["test"])
     if sel is None:
-        return dict(manifests["test"])
-    corpus = dict(manifests["test"])
+        return corpus
     if isinstance(sel, (DictConfig, Mapping)):
         chosen = [(str(k), str(v)) for k, v in sel.items()]
     else:
