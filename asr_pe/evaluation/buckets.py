@@ -302,11 +302,7 @@ def _markdown(rows: Sequence[dict], meta: dict | None) -> str:
 
 
 def _csv_value(key: str, v) -> str:
-    if isinstance(v, float):
-        if math.isinf(v):
-            return "inf"
-        if math.isnan(v):
-            return "nan"
+    if isinstance(v, float):  # inf (an open bucket's hi) and nan (no reference words) format as "inf", "nan"
         return f"{v:.6g}" if key in ("lo", "hi") else f"{v:.4f}"
     return str(v)
 
