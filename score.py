@@ -30,8 +30,7 @@ from pathlib import Path
 from asr_pe.data.manifest import ManifestError
 from asr_pe.evaluation.buckets import DOUBLING, format_table
 from asr_pe.errors import UserError
-from asr_pe.evaluation.external_scoring import FORMATS, HypothesisError, score_hypotheses
-from asr_pe.evaluation.normalizers import NORMALIZERS
+from asr_pe.evaluation.external_scoring import FORMATS, NORMALIZERS, HypothesisError, score_hypotheses
 
 
 def _edges(text: str):

@@ -61,10 +61,8 @@ def align_words(ref: str, hyp: str) -> list[tuple[str, str, str]]:
     for chunk in out.alignments[0]:
         r = ref_w[chunk.ref_start_idx:chunk.ref_end_idx]
         h = hyp_w[chunk.hyp_start_idx:chunk.hyp_end_idx]
-        if chunk.type == "equal":
-            cols += [(a, b, "C") for a, b in zip(r, h)]
-        elif chunk.type == "substitute":
-            cols += [(a, b, "S") for a, b in zip(r, h)]
+        if chunk.type in ("equal", "substitute"):
+            cols += [(a, b, "C" if chunk.type == "equal" else "S") for a, b in zip(r, h)]
         elif chunk.type == "delete":
             cols += [(a, "", "D") for a in r]
         else:  # insert

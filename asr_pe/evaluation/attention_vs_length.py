@@ -128,11 +128,10 @@ def markdown(rows: list[dict], title: str, n_layers: int, local_s: float) -> str
         for (test_set, bucket), rs in groups.items():
             utts = {r["utt"]: r["duration"] for r in rs}
             per_layer = [np.mean([r[key] for r in rs if r["layer"] == k]) for k in range(n_layers)]
-            cells = [f"{v:.3f}" if key != "mean_distance_s" else f"{v:.2f}" for v in per_layer]
-            all_v = float(np.mean(per_layer))
             fmt = "{:.3f}" if key != "mean_distance_s" else "{:.2f}"
             lo, hi = utterance_ci(rs, key)
-            cells += [fmt.format(all_v), "-" if math.isnan(lo) else f"[{fmt.format(lo)}, {fmt.format(hi)}]"]
+            cells = [fmt.format(v) for v in (*per_layer, float(np.mean(per_layer)))]
+            cells.append("-" if math.isnan(lo) else f"[{fmt.format(lo)}, {fmt.format(hi)}]")
             out.append(f"| {test_set} | {bucket} | {len(utts)} | {np.mean(list(utts.values())):.1f} | "
                        + " | ".join(cells) + " |")
         out.append("")

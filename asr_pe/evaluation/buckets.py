@@ -52,7 +52,7 @@ __all__ = [
     "DEFAULT_EDGES", "DOUBLING", "FIRST_DOUBLING_EDGE", "doubling_edges", "resolve_edges", "describe_edges",
     "STEP", "NATURAL_BIN_S", "step_edges",
     "RECORD_KEYS", "ROW_KEYS", "Bucket", "bucket_label", "bucketize",
-    "bootstrap_ratio_ci", "bucket_table", "format_table", "write_bucket_files",
+    "bootstrap_ratio_ci", "percentile_ci", "bucket_table", "format_table", "write_bucket_files",
     "read_bucket_csv", "write_per_utt", "read_per_utt", "PerUttError", "atomic_write_text",
     "ALL_LABEL",
 ]
@@ -77,13 +77,9 @@ class PerUttError(UserError, ValueError):
     """A bad ``per_utt.jsonl`` line; the message is ``<path>:<line>: <reason>``."""
 
 
-def _fmt_edge(x: float) -> str:
-    return f"{x:g}"
-
-
 def bucket_label(lo: float, hi: float) -> str:
     """``"0-2"`` for [0, 2), ``"64+"`` for the open bucket [64, inf)."""
-    return f"{_fmt_edge(lo)}+" if math.isinf(hi) else f"{_fmt_edge(lo)}-{_fmt_edge(hi)}"
+    return f"{lo:g}+" if math.isinf(hi) else f"{lo:g}-{hi:g}"
 
 
 @dataclass
@@ -107,14 +103,13 @@ def _check_edges(edges: Sequence[float]) -> list[float]:
     return edges
 
 
-def _check_record(rec: dict, index: int) -> None:
-    missing = [k for k in RECORD_KEYS if k not in rec]
-    if missing:
-        raise KeyError(f"record {index} (id={rec.get('id')!r}) lacks {missing}; "
-                       f"records need {list(RECORD_KEYS)}")
-    d = rec["duration"]
-    if not isinstance(d, (int, float)) or math.isnan(d) or d < 0:
-        raise ValueError(f"record {index} (id={rec.get('id')!r}) has a bad duration {d!r}")
+def _check_width(max_duration: float, width: float, what: str) -> tuple[float, float]:
+    max_duration, width = float(max_duration), float(width)
+    if not math.isfinite(max_duration) or max_duration < 0:
+        raise ValueError(f"max_duration must be finite and >= 0, got {max_duration!r}")
+    if not width > 0 or math.isinf(width):
+        raise ValueError(f"{what} must be finite and > 0, got {width!r}")
+    return max_duration, width
 
 
 def doubling_edges(max_duration: float, first: float = FIRST_DOUBLING_EDGE) -> list[float]:
@@ -122,11 +117,7 @@ def doubling_edges(max_duration: float, first: float = FIRST_DOUBLING_EDGE) -> l
 
     The last edge is strictly greater than the longest utterance, so the open bucket past it
     is always empty: ``doubling_edges(160) == [0, 2, 4, ..., 128, 256]``."""
-    max_duration, first = float(max_duration), float(first)
-    if math.isnan(max_duration) or math.isinf(max_duration) or max_duration < 0:
-        raise ValueError(f"max_duration must be finite and >= 0, got {max_duration!r}")
-    if not first > 0 or math.isinf(first):
-        raise ValueError(f"the first doubling edge must be finite and > 0, got {first!r}")
+    max_duration, first = _check_width(max_duration, first, "the first doubling edge")
     edges = [0.0, first]
     while edges[-1] <= max_duration:
         edges.append(2 * edges[-1])
@@ -137,11 +128,7 @@ def step_edges(max_duration: float, step: float = NATURAL_BIN_S) -> list[float]:
     """[0, step, 2·step, ...] up to the first edge > ``max_duration`` (at least [0, step]): the
     CAPE paper's natural-length bins with ``step=5``; ``step_edges(34.9) == [0, 5, ..., 35]``,
     ``step_edges(35.0)`` ends at 40 (an utterance of exactly 35 s is in [35, 40))."""
-    max_duration, step = float(max_duration), float(step)
-    if math.isnan(max_duration) or math.isinf(max_duration) or max_duration < 0:
-        raise ValueError(f"max_duration must be finite and >= 0, got {max_duration!r}")
-    if not step > 0 or math.isinf(step):
-        raise ValueError(f"the bin width must be finite and > 0, got {step!r}")
+    max_duration, step = _check_width(max_duration, step, "the bin width")
     n = int(math.floor(max_duration / step)) + 1   # bins [k·step, (k+1)·step), k = 0 .. n-1
     return [k * step for k in range(n + 1)]
 
@@ -176,7 +163,7 @@ def resolve_edges(edges: Sequence[float] | str, durations: Iterable[float]) -> l
 def describe_edges(edges: Sequence[float] | str, resolved: Sequence[float]) -> str:
     """``"doubling: 0 2 4 ... 256"``, ``"step:5: 0 5 10 15"`` or ``"0 5 10 60"``: the edges in
     seconds, for logs and metadata."""
-    listed = " ".join(_fmt_edge(e) for e in resolved)
+    listed = " ".join(f"{e:g}" for e in resolved)
     return f"{edges.strip().lower()}: {listed}" if isinstance(edges, str) else listed
 
 
@@ -186,7 +173,12 @@ def bucketize(records: Iterable[dict], edges: Sequence[float] | str = DEFAULT_ED
     ``edges``: a list of seconds or ``"doubling"`` (edges from the records' longest duration)."""
     records = list(records)
     for i, rec in enumerate(records):
-        _check_record(rec, i)
+        missing = [k for k in RECORD_KEYS if k not in rec]
+        if missing:
+            raise KeyError(f"record {i} (id={rec.get('id')!r}) lacks {missing}; records need {list(RECORD_KEYS)}")
+        d = rec["duration"]
+        if not isinstance(d, (int, float)) or math.isnan(d) or d < 0:
+            raise ValueError(f"record {i} (id={rec.get('id')!r}) has a bad duration {d!r}")
     edges = resolve_edges(edges, (rec["duration"] for rec in records))
     buckets = [Bucket(bucket_label(lo, hi), lo, hi) for lo, hi in zip(edges, edges[1:])]
     buckets.append(Bucket(bucket_label(edges[-1], math.inf), edges[-1], math.inf))
@@ -198,18 +190,14 @@ def bucketize(records: Iterable[dict], edges: Sequence[float] | str = DEFAULT_ED
     return buckets
 
 
-def bootstrap_ratio_ci(num: np.ndarray, den: np.ndarray, *, n_boot: int, rng: np.random.Generator,
-                       ci: float = 0.95, extra: Sequence[tuple[np.ndarray, np.ndarray]] = ()
-                       ) -> list[tuple[float, float]]:
-    """Percentile-bootstrap CIs of Σnum/Σden (in %) over resampled items.
-
-    ``extra`` holds more (num, den) pairs evaluated on the same resamples (paired draws).
-    Returns one (low, high) per ratio; (nan, nan) when no draw has a positive denominator.
+def bootstrap_ratio_ci(pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, n_boot: int, rng: np.random.Generator,
+                       ci: float = 0.95) -> list[tuple[float, float]]:
+    """Percentile-bootstrap CIs of Σnum/Σden (in %) of each (num, den) pair of float arrays, all
+    pairs on the same resampled items (paired draws). Returns one (low, high) per pair; (nan, nan)
+    when no draw has a positive denominator.
     """
     if not 0 < ci < 1:
         raise ValueError(f"ci must be in (0, 1), got {ci}")
-    pairs = [(np.asarray(num, float), np.asarray(den, float))] + \
-            [(np.asarray(a, float), np.asarray(b, float)) for a, b in extra]
     n = len(pairs[0][0])
     if n == 0 or n_boot <= 0:
         return [(math.nan, math.nan)] * len(pairs)
@@ -221,16 +209,17 @@ def bootstrap_ratio_ci(num: np.ndarray, den: np.ndarray, *, n_boot: int, rng: np
         for (a, b), (sa, sb) in zip(pairs, sums):
             sa[start:stop] = a[idx].sum(axis=1)
             sb[start:stop] = b[idx].sum(axis=1)
-    q = [100 * (1 - ci) / 2, 100 * (1 + ci) / 2]
     out = []
     for sa, sb in sums:
         ok = sb > 0
-        if not ok.any():
-            out.append((math.nan, math.nan))
-            continue
-        lo, hi = np.percentile(100.0 * sa[ok] / sb[ok], q)
-        out.append((float(lo), float(hi)))
+        out.append(percentile_ci(100.0 * sa[ok] / sb[ok], ci) if ok.any() else (math.nan, math.nan))
     return out
+
+
+def percentile_ci(draws: np.ndarray, ci: float) -> tuple[float, float]:
+    """The (1 - ci)/2 and (1 + ci)/2 percentiles of bootstrap draws: a percentile-bootstrap CI."""
+    lo, hi = np.percentile(draws, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
+    return float(lo), float(hi)
 
 
 def _ratio(num: float, den: float) -> float:
@@ -245,9 +234,8 @@ def _row(label: str, lo: float, hi: float, recs: list[dict], n_boot: int, seed: 
     errors, words = col("errors"), col("ref_words")
     cerr, chars = col("char_errors"), col("ref_chars")
     rng = np.random.default_rng([seed, zlib.crc32(label.encode())])
-    (wl, wh), (cl, ch) = bootstrap_ratio_ci(errors, words, n_boot=n_boot, rng=rng, ci=ci,
-                                            extra=[(cerr, chars)])
-    row = {
+    (wl, wh), (cl, ch) = bootstrap_ratio_ci([(errors, words), (cerr, chars)], n_boot=n_boot, rng=rng, ci=ci)
+    return {
         "bucket": label, "lo": lo, "hi": hi, "utterances": len(recs),
         "mean_duration": float(np.mean(col("duration"))),
         "ref_words": int(words.sum()), "errors": int(errors.sum()),
@@ -256,7 +244,6 @@ def _row(label: str, lo: float, hi: float, recs: list[dict], n_boot: int, seed: 
         "ref_chars": int(chars.sum()), "char_errors": int(cerr.sum()),
         "cer": _ratio(cerr.sum(), chars.sum()), "cer_ci_low": cl, "cer_ci_high": ch,
     }
-    return row
 
 
 def bucket_table(records: Sequence[dict], edges: Sequence[float] | str = DEFAULT_EDGES, n_boot: int = 1000,
@@ -282,55 +269,31 @@ def _num(x: float, digits: int = 2) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _with_ci(v: float, lo: float, hi: float) -> str:
-    return f"{_num(v)} [{_num(lo)}, {_num(hi)}]"
-
-
-_DISPLAY = (("bucket", "bucket (s)"), ("utterances", "utts"), ("mean_duration", "mean dur (s)"),
-            ("ref_words", "words"), ("sub", "sub"), ("del", "del"), ("ins", "ins"),
-            ("wer", "WER % [CI]"), ("cer", "CER % [CI]"))
+_HEADER = ("bucket (s)", "utts", "mean dur (s)", "words", "sub", "del", "ins", "WER % [CI]", "CER % [CI]")
 
 
 def _display_cells(row: dict) -> list[str]:
-    cells = []
-    for key, _ in _DISPLAY:
-        if key == "wer":
-            cells.append(_with_ci(row["wer"], row["wer_ci_low"], row["wer_ci_high"]))
-        elif key == "cer":
-            cells.append(_with_ci(row["cer"], row["cer_ci_low"], row["cer_ci_high"]))
-        elif key == "mean_duration":
-            cells.append(_num(row[key]))
-        else:
-            cells.append(str(row[key]))
-    return cells
+    return [str(row["bucket"]), str(row["utterances"]), _num(row["mean_duration"]),
+            *(str(row[k]) for k in ("ref_words", "sub", "del", "ins")),
+            *(f"{_num(row[m])} [{_num(row[f'{m}_ci_low'])}, {_num(row[f'{m}_ci_high'])}]" for m in ("wer", "cer"))]
 
 
 def format_table(rows: Sequence[dict]) -> str:
     """Plain-text aligned table for the console (numbers right-aligned)."""
-    header = [h for _, h in _DISPLAY]
     body = [_display_cells(r) for r in rows]
-    widths = [max(len(c) for c in col) for col in zip(header, *body)]
-    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
-                       for i, (h, w) in enumerate(zip(header, widths)))]
-    lines.append("  ".join("-" * w for w in widths))
-    for cells in body:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(cells, widths))))
+    widths = [max(len(c) for c in col) for col in zip(_HEADER, *body)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+             for cells in (_HEADER, *body)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def _meta_line(meta: dict | None) -> str:
-    if not meta:
-        return ""
-    return " · ".join(f"{k}: {v}" for k, v in meta.items())
 
 
 def _markdown(rows: Sequence[dict], meta: dict | None) -> str:
     out = []
     if meta:
-        out += [f"**{_meta_line(meta)}**", ""]
-    out.append("| " + " | ".join(h for _, h in _DISPLAY) + " |")
-    out.append("|" + "|".join([" --- "] + [" ---: "] * (len(_DISPLAY) - 1)) + "|")
+        out += ["**" + " · ".join(f"{k}: {v}" for k, v in meta.items()) + "**", ""]
+    out.append("| " + " | ".join(_HEADER) + " |")
+    out.append("|" + "|".join([" --- "] + [" ---: "] * (len(_HEADER) - 1)) + "|")
     for r in rows:
         out.append("| " + " | ".join(_display_cells(r)) + " |")
     out += ["", "WER/CER pooled per bucket (Σ errors / Σ reference units); CER counts spaces; "
@@ -339,11 +302,7 @@ def _markdown(rows: Sequence[dict], meta: dict | None) -> str:
 
 
 def _csv_value(key: str, v) -> str:
-    if isinstance(v, float):
-        if math.isinf(v):
-            return "inf"
-        if math.isnan(v):
-            return "nan"
+    if isinstance(v, float):  # inf (an open bucket's hi) and nan (no reference words) format as "inf", "nan"
         return f"{v:.6g}" if key in ("lo", "hi") else f"{v:.4f}"
     return str(v)
 
@@ -382,18 +341,11 @@ def read_bucket_csv(path: str | os.PathLike) -> list[dict]:
         if missing:
             raise ValueError(f"{path}:1: header lacks columns {missing}")
         for line, raw in enumerate(reader, start=2):
-            row = {}
             try:
-                for k, v in raw.items():
-                    if k == "bucket":
-                        row[k] = v
-                    elif k in _INT_KEYS:
-                        row[k] = int(v)
-                    else:
-                        row[k] = float(v)
+                rows.append({k: v if k == "bucket" else int(v) if k in _INT_KEYS else float(v)
+                             for k, v in raw.items()})
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{path}:{line}: bad value ({e})") from None
-            rows.append(row)
     return rows
 
 

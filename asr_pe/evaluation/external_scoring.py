@@ -30,7 +30,7 @@ Hypothesis formats (`read_hypotheses`):
   utterance without words is one. A word in no utterance's span (applause before a talk, speech
   the corpus left untranscribed: TED-LIUM's ``ignore_time_segment_in_scoring`` lines) is dropped
   and counted (``ctm_words_outside_utterances`` in buckets.meta.json), as sclite drops a word in an
-  ignored segment of its STM; ``ref_recordings.stm`` (`asr_pe.evaluation.sclite_files`) is that STM.
+  ignored segment of its STM; ``ref_recordings.stm`` (`sclite_files`) is that STM.
 
   A CTM is one decoding, sorted by recording, channel and start time (sclite's input format), and
   a channel is one side of a recording (``A``/``B`` of a telephone call; Kaldi writes ``1``),
@@ -42,8 +42,8 @@ Hypothesis formats (`read_hypotheses`):
 
 Beside per_utt.jsonl: ``alignments.pra`` and ``speakers.{csv,md}``
 (`asr_pe.evaluation.alignment_report`), and the STM/trn files sclite and meeteval read
-(`asr_pe.evaluation.sclite_files`). ``normalizer`` (``--normalizer``, off by default) applies a
-named normaliser to references and hypotheses alike (`asr_pe.evaluation.normalizers`), recorded in
+(`sclite_files`). ``normalizer`` (``--normalizer``, off by default) applies a
+named normaliser to references and hypotheses alike (`load_normalizer`), recorded in
 buckets.meta.json (``"normalizer": null`` when off).
 
 Ids: an utterance of the manifest without a hypothesis is an error (`HypothesisError`) unless
@@ -58,14 +58,16 @@ data loader, so an utterance falls in the same bucket whichever scored it.
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import json
 import logging
 import math
 import os
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -81,14 +83,13 @@ from asr_pe.evaluation.buckets import (
 )
 from asr_pe.errors import ConfigError, UserError
 from asr_pe.evaluation.alignment_report import speaker_of_utterances, write_alignment_reports
-from asr_pe.evaluation.normalizers import load_normalizer
-from asr_pe.evaluation.sclite_files import write_sclite_files
-from asr_pe.evaluation.scoring import score_record
+from asr_pe.evaluation.scoring import normalize_text, score_record
 from asr_pe.io import atomic_write_text, read_jsonl
 from asr_pe.run_folder import CHECKPOINTS, CONFIG, PER_UTT, eval_dir, result_dir, run_info_path
 
 __all__ = ["FORMATS", "HypothesisError", "Hypotheses", "read_hypotheses", "guess_format", "match_hypotheses",
-           "score_hypotheses", "score_in_context", "check_system_folder"]
+           "score_hypotheses", "score_in_context", "check_system_folder", "NORMALIZERS", "NormalizerError",
+           "load_normalizer", "sclite_files"]
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,7 @@ def _read_jsonl(path: str, text_key: str | None) -> Hypotheses:
         if not isinstance(utt_id, str) or not utt_id.strip():
             raise HypothesisError(f"{path}:{line_no}: no 'id' (a non-empty string); export the manifests with "
                                   "their ids and keep them in the toolkit's output")
-        if text is None:
-            text = ""  # a toolkit that writes nothing for silence: an empty hypothesis
+        text = "" if text is None else text  # a toolkit that writes nothing for silence: an empty hypothesis
         if not isinstance(text, str):
             raise HypothesisError(f"{path}:{line_no}: '{key}' must be a string, got {type(text).__name__}")
         _add(hyps, utt_id, text, line_no)
@@ -186,16 +186,6 @@ def _ctm_line(path: str, line_no: int, line: str) -> tuple[str, str, float, floa
     return fields[0], fields[1], start, dur, fields[4]
 
 
-def _check_one_channel(path: str, line_no: int, rec: str, chan: str, first: dict[str, tuple[str, int]]) -> None:
-    """A recording's words come from one channel; ``first``: recording -> (its channel, first line)."""
-    chan0, line0 = first.setdefault(rec, (chan, line_no))
-    if chan != chan0:
-        raise HypothesisError(
-            f"{path}:{line_no}: recording {rec!r} has words on channel {chan!r} and on channel {chan0!r} (line "
-            f"{line0}); a CTM channel is one side of a recording, which the manifest's mono audio cannot tell "
-            f"apart: pass --channel {chan0} (or {chan}) to score one side")
-
-
 def _check_time_order(path: str, line_no: int, rec: str, chan: str, start: float, dur: float,
                       previous: dict[tuple[str, str], tuple[float, float, int]]) -> None:
     """A channel's words follow each other in time; ``previous``: (recording, channel) -> the last
@@ -221,7 +211,7 @@ def _check_time_order(path: str, line_no: int, rec: str, chan: str, start: float
 
 def _read_ctm(path: str, channel: str | None = None) -> Hypotheses:
     hyps = Hypotheses(path, "ctm", ctm_channel=channel)
-    first: dict[str, tuple[str, int]] = {}
+    first: dict[str, tuple[str, int]] = {}      # recording -> (its channel, first line)
     previous: dict[tuple[str, str], tuple[float, float, int]] = {}
     seen: set[str] = set()
     with open(path, encoding="utf-8") as f:
@@ -233,7 +223,12 @@ def _read_ctm(path: str, channel: str | None = None) -> Hypotheses:
             if channel is not None and chan != channel:
                 hyps.ctm_other_channel_lines += 1
                 continue
-            _check_one_channel(path, line_no, rec, chan, first)
+            chan0, line0 = first.setdefault(rec, (chan, line_no))
+            if chan != chan0:  # a recording's words come from one channel
+                raise HypothesisError(
+                    f"{path}:{line_no}: recording {rec!r} has words on channel {chan!r} and on channel {chan0!r} "
+                    f"(line {line0}); a CTM channel is one side of a recording, which the manifest's mono audio "
+                    f"cannot tell apart: pass --channel {chan0} (or {chan}) to score one side")
             _check_time_order(path, line_no, rec, chan, start, dur, previous)
             hyps.ctm_words.setdefault(rec, []).append((start, dur, word))
             hyps.line_of.setdefault(rec, line_no)
@@ -379,7 +374,7 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
     ``test_set`` defaults to the manifest's name without ``.jsonl``; ``label`` (the legend of the
     plots) to ``out_dir``'s name. ``train_max_duration``: the system's longest training input, the
     plots' reference bucket (unknown for most published models: leave it None). ``channel``: the
-    one CTM channel to score. ``normalizer``: a name of `asr_pe.evaluation.normalizers` applied to
+    one CTM channel to score. ``normalizer``: a name of `NORMALIZERS` (`load_normalizer`) applied to
     references and hypotheses alike (None: only lower case and white space, as for our runs). A
     trained run's folder is refused before anything is read."""
     manifest, out_dir = Path(manifest), Path(out_dir)
@@ -406,20 +401,16 @@ def score_hypotheses(manifest: str | os.PathLike, hyp_path: str | os.PathLike, o
             "edges": describe_edges(edges, resolved), **counts}
     write_per_utt(records, folder / PER_UTT)
     write_bucket_files(rows, folder, meta=meta)
-    _write_inspection_files(records, utts, folder, f"{label} on {test_set}")
-    score_in_context(utts, manifest, out_dir, test_set, n_boot=n_boot)
-    return rows, folder
-
-
-def _write_inspection_files(records: Sequence[dict], utts: Sequence[Utterance], folder: Path, title: str) -> None:
-    """alignments.pra and speakers.{csv,md} (`alignment_report`), and the STM/trn files sclite and
-    meeteval read (`sclite_files`), beside per_utt.jsonl."""
+    # what reviewers inspect (`alignment_report`) and the STM/trn files sclite and meeteval read
     speaker_of = speaker_of_utterances(utts)
-    write_alignment_reports(records, speaker_of, folder, title)
+    write_alignment_reports(records, speaker_of, folder, f"{label} on {test_set}")
     try:
-        write_sclite_files(records, speaker_of, utts, folder)
+        for name, text in sclite_files(records, speaker_of, utts).items():
+            atomic_write_text(folder / name, text)
     except UserError as e:  # the scores stand; only these files cannot be written
         log.warning("%s: STM/trn files not written: %s", folder, e)
+    score_in_context(utts, manifest, out_dir, test_set, n_boot=n_boot)
+    return rows, folder
 
 
 def score_in_context(utts: Sequence[Utterance], manifest: Path, out_dir: Path, test_set: str, *,
@@ -450,3 +441,124 @@ def score_in_context(utts: Sequence[Utterance], manifest: Path, out_dir: Path, t
     print(f"[asr_pe] {test_set}: in-context ratio {res.ratio:.2f} (the recordings whole vs their parts in "
           f"{alone} alone): {folder}/in_context.md")
     return folder
+
+
+# ----------------------------------------------------------------------------- normalisers
+
+# name -> (module, class) of the whisper-normalizer package
+NORMALIZERS = {"whisper_english": ("whisper_normalizer.english", "EnglishTextNormalizer"),
+               "whisper_basic": ("whisper_normalizer.basic", "BasicTextNormalizer")}
+NORMALIZER_PACKAGE = "whisper-normalizer"
+
+
+class NormalizerError(ConfigError):
+    """An unknown normaliser name, or its package is not installed."""
+
+
+def load_normalizer(name: str) -> tuple[Callable[[str], str], dict]:
+    """(the function, its record for buckets.meta.json: name, package, version) of a named normaliser
+    for scoring another system's output (``score.py --normalizer NAME``; off by default).
+
+    The toolkit's own scoring only lowercases and collapses white space (`asr_pe.evaluation.scoring`):
+    the corpora's references are normalised at preparation. A foreign system (Whisper, a cased and
+    punctuated NeMo model) writes "Mr. Smith's $20." where the reference says "mister smith's twenty
+    dollars"; reviewers score such systems after Whisper's English normaliser, applied to the reference
+    and the hypothesis alike (Radford et al. 2022, appendix C). This uses the maintained PyPI package
+    ``whisper-normalizer`` (`pip install -e '.[normalize]'`, pinned in pyproject.toml); its name, the
+    package and its version go into ``buckets.meta.json`` so a number always says how it was normalised.
+
+    - ``whisper_english``: ``whisper_normalizer.english.EnglishTextNormalizer`` (spellings, numbers,
+      contractions, fillers removed);
+    - ``whisper_basic``: ``whisper_normalizer.basic.BasicTextNormalizer`` (lower case, punctuation and
+      bracketed tags removed; any language).
+    """
+    if name not in NORMALIZERS:
+        raise NormalizerError(f"--normalizer {name!r}: choose one of {', '.join(NORMALIZERS)}")
+    module_name, cls_name = NORMALIZERS[name]
+    try:
+        module = importlib.import_module(module_name)
+        version = importlib.metadata.version(NORMALIZER_PACKAGE)
+    except (ImportError, importlib.metadata.PackageNotFoundError):
+        raise NormalizerError(f"--normalizer {name} needs the package {NORMALIZER_PACKAGE}: pip install -e "
+                              f"'.[normalize]' (or pip install {NORMALIZER_PACKAGE})") from None
+    return getattr(module, cls_name)(), {"name": name, "package": NORMALIZER_PACKAGE, "version": version}
+
+
+# ----------------------------------------------------------------------------- sclite / meeteval files
+
+# the end of the last gap of a recording: the manifest does not say how long the file is
+FILE_END = 999999.999
+GAP_LINE = "{rec} 1 inter_segment_gap {start:.3f} {end:.3f} <o,,unknown> ignore_time_segment_in_scoring"
+
+
+def _check_fields(records: Sequence[Mapping], speaker_of: Mapping[str, str]) -> None:
+    """Raise UserError for an id or speaker with white space (it would split an STM/trn field)."""
+    for rec in records:
+        for kind, value in (("id", rec["id"]), ("speaker", speaker_of[rec["id"]])):
+            if not value or any(c.isspace() for c in value):
+                raise UserError(f"utterance {rec['id']!r}: its {kind} {value!r} is empty or holds white space, "
+                                "which an STM or trn file cannot hold; give ids and speakers without spaces in "
+                                "the manifest")
+
+
+def _recording_stm_lines(utts: Sequence, speaker_of: Mapping[str, str]) -> list[str]:
+    """``ref_recordings.stm`` (`sclite_files`), sorted by recording and start time as sclite wants."""
+    rec_of = recording_ids(utts)
+    by_rec: dict[str, list] = {}
+    for u in utts:
+        by_rec.setdefault(rec_of[u.id], []).append(u)
+    lines = []
+    for rec in sorted(by_rec):
+        covered_to = 0.0
+        for u in sorted(by_rec[rec], key=lambda u: (u.offset, u.id)):
+            if u.offset > covered_to:
+                lines.append(GAP_LINE.format(rec=rec, start=covered_to, end=u.offset))
+            end = u.offset + u.duration
+            lines.append(f"{rec} 1 {speaker_of[u.id]} {u.offset:.3f} {end:.3f} {normalize_text(u.text)}".rstrip())
+            covered_to = max(covered_to, end)
+        lines.append(GAP_LINE.format(rec=rec, start=covered_to, end=FILE_END))
+    return lines
+
+
+def sclite_files(records: Sequence[Mapping], speaker_of: Mapping[str, str], utts: Sequence) -> dict[str, str]:
+    """File name -> text of the scored set as reference/hypothesis files that NIST sclite and meeteval
+    read; ``records`` and ``utts`` in manifest order (``utts``: the manifest's utterances, for their
+    recordings and times).
+
+    Written beside ``per_utt.jsonl`` by score.py, from the texts it scored (after the normalisation of
+    `asr_pe.evaluation.scoring.normalize_text`, and of the named normaliser when one was asked for), so
+    either tool recomputes the same counts:
+
+    - ``ref.stm`` / ``hyp.stm``: one STM line per utterance, ``<utterance id> 1 <speaker> 0.000
+      <duration> <words>`` (the utterance is the STM "file", so each line is its own segment; no
+      ``<label>`` field, which meeteval would read as a word). ``meeteval-wer wer -r ref.stm -h
+      hyp.stm`` (meeteval's SISO WER, which needs one line per file) gives the WER of score.py's
+      ``all`` row (tests/evaluation/test_alignment_reports.py runs it).
+    - ``ref.trn`` / ``hyp.trn``: ``<words> (<speaker>-<utterance id>)``, as ESPnet writes them for
+      ``sclite -r ref.trn trn -h hyp.trn trn -i rm -o all stdout`` (its per-speaker report reads the
+      speaker from the id).
+    - ``ref_recordings.stm``: the reference of a recording-level CTM (Kaldi's ``get_ctm.sh`` through
+      ``segments``, Whisper on a whole file): ``<recording> 1 <speaker> <start> <end> <words>`` per
+      utterance, times in the recording, recording ids of `asr_pe.data.kaldi_export.recording_ids`, and
+      every stretch of a recording outside the set's utterances (before the first, between two, after
+      the last: up to ``999999.999``) as TED-LIUM's own STM files mark theirs::
+
+          TalkA 1 inter_segment_gap 2.000 5.000 <o,,unknown> ignore_time_segment_in_scoring
+
+      sclite ignores every hypothesis word whose midpoint lies in such a segment (SCTK's infmts.htm,
+      "IGNORE_TIME_SEGMENT_IN_SCORING"), which is what score.py does with a CTM word outside every
+      utterance span (dropped, counted as ``ctm_words_outside_utterances``), so ``sclite -r
+      ref_recordings.stm stm -h <the ctm> ctm`` scores the words score.py scores.
+
+    Ids and speakers may not hold white space (they are fields of these formats)."""
+    _check_fields(records, speaker_of)
+    out = {name: [] for name in ("ref.stm", "hyp.stm", "ref.trn", "hyp.trn")}
+    out["ref_recordings.stm"] = _recording_stm_lines(
+        [replace(u, text=r["ref"]) for u, r in zip(utts, records)], speaker_of)
+    for rec in records:
+        utt, spk = rec["id"], speaker_of[rec["id"]]
+        for side in ("ref", "hyp"):
+            words = normalize_text(rec[side])
+            out[f"{side}.stm"].append(f"{utt} 1 {spk} 0.000 {rec['duration']:.3f} {words}".rstrip())
+            out[f"{side}.trn"].append(f"{words} ({spk}-{utt})".lstrip())
+    return {name: "".join(line + "\n" for line in lines) for name, lines in out.items()}

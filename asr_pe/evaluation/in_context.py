@@ -60,14 +60,16 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from asr_pe.errors import MissingFileError, UserError
+from asr_pe.evaluation.buckets import percentile_ci
 from asr_pe.evaluation.scoring import edit_distances, normalize_text
-from asr_pe.io import read_jsonl
+from asr_pe.io import atomic_write_json, atomic_write_text, read_jsonl
 from asr_pe.results_table import locate
 from asr_pe.run_folder import BUCKETS_META, PER_UTT
 
-__all__ = ["InContextError", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
+__all__ = ["InContextError", "check_metric", "RecordingRow", "InContextResult", "in_context", "paired_ratio_ci",
            "two_level_ratio_ci", "pooled_in_context", "read_parts", "read_records", "METRICS",
-           "parts_of_set", "set_in_context", "write_in_context", "in_context_pairs", "result_markdown"]
+           "parts_of_set", "set_in_context", "write_in_context", "in_context_pairs", "result_markdown",
+           "number"]
 
 # metric -> (edit-count key, reference-length key) of `score_utterance` and `edit_distances`
 METRICS = {"cer": ("char_errors", "ref_chars"), "wer": ("errors", "ref_words")}
@@ -76,6 +78,11 @@ _MAX_ELEMENTS = 4_000_000      # draws x recordings per chunk of the bootstrap
 
 class InContextError(UserError, ValueError):
     """The long set, its parts and the alone records do not fit together (named in the message)."""
+
+
+def check_metric(metric: str) -> None:
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
 
 
 @dataclass(frozen=True)
@@ -93,11 +100,10 @@ class RecordingRow:
 
     def counts(self, metric: str) -> tuple[int, int, int]:
         """(whole errors, alone errors, reference length) of ``metric``."""
-        if metric == "cer":
-            return self.whole_char_errors, self.alone_char_errors, self.ref_chars
-        if metric == "wer":
-            return self.whole_word_errors, self.alone_word_errors, self.ref_words
-        raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
+        check_metric(metric)
+        unit = "char" if metric == "cer" else "word"
+        return (getattr(self, f"whole_{unit}_errors"), getattr(self, f"alone_{unit}_errors"),
+                getattr(self, f"ref_{unit}s"))
 
     def ratio(self, metric: str = "cer") -> float:
         whole, alone, _ = self.counts(metric)
@@ -118,6 +124,16 @@ class InContextResult:
     extra: dict = field(default_factory=dict)
 
 
+def _result(metric: str, rows: Sequence[RecordingRow], counts: np.ndarray, lo: float, hi: float, n_boot: int,
+            **extra) -> InContextResult:
+    """The pooled rates and ratio of ``counts`` (..., 3: whole, alone, reference length)."""
+    whole, alone, ref = counts[..., 0].sum(), counts[..., 1].sum(), counts[..., 2].sum()
+    return InContextResult(metric=metric, rows=tuple(rows), whole=100 * whole / ref if ref else math.nan,
+                           alone=100 * alone / ref if ref else math.nan,
+                           ratio=whole / alone if alone else math.nan, ci_low=lo, ci_high=hi, n_boot=n_boot,
+                           extra=extra)
+
+
 def _record_map(records: Iterable[Mapping] | Mapping[str, Mapping], what: str) -> dict[str, Mapping]:
     if isinstance(records, Mapping):
         return dict(records)
@@ -134,10 +150,7 @@ def _part_ids(value: Any, rid: str) -> list[str]:
     """A recording's parts as source ids: ids, `Part`s or ``{"id", ...}`` mappings."""
     if value is None or isinstance(value, (str, bytes)) or not len(value):
         raise InContextError(f"recording {rid!r} has no parts")
-    ids = []
-    for p in value:
-        ids.append(str(p if isinstance(p, str) else (p["id"] if isinstance(p, Mapping) else p.id)))
-    return ids
+    return [str(p if isinstance(p, str) else (p["id"] if isinstance(p, Mapping) else p.id)) for p in value]
 
 
 def in_context(long_records: Iterable[Mapping], parts: Mapping[str, Sequence],
@@ -155,8 +168,7 @@ def in_context(long_records: Iterable[Mapping], parts: Mapping[str, Sequence],
     (``n_boot`` draws, generator seeded with ``seed``; `paired_ratio_ci`) and one row per
     recording (in the order of ``long_records``).
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
+    check_metric(metric)
     alone = _record_map(alone_records, "alone records")
     rows: list[RecordingRow] = []
     seen: set[str] = set()
@@ -188,21 +200,7 @@ def in_context(long_records: Iterable[Mapping], parts: Mapping[str, Sequence],
         raise InContextError("the long set holds no recordings")
     counts = np.array([r.counts(metric) for r in rows], dtype=float)      # (R, 3): whole, alone, ref
     lo, hi = paired_ratio_ci(counts[:, 0], counts[:, 1], n_boot=n_boot, seed=seed, ci=ci)
-    ref_total = counts[:, 2].sum()
-    whole_total, alone_total = counts[:, 0].sum(), counts[:, 1].sum()
-    return InContextResult(
-        metric=metric, rows=tuple(rows),
-        whole=100 * whole_total / ref_total if ref_total else math.nan,
-        alone=100 * alone_total / ref_total if ref_total else math.nan,
-        ratio=whole_total / alone_total if alone_total else math.nan,
-        ci_low=lo, ci_high=hi, n_boot=n_boot)
-
-
-def _check_ci(n_boot: int, ci: float) -> None:
-    if not 0 < ci < 1:
-        raise ValueError(f"ci must be in (0, 1), got {ci}")
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    return _result(metric, rows, counts, lo, hi, n_boot)
 
 
 def two_level_ratio_ci(num, den, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
@@ -213,7 +211,10 @@ def two_level_ratio_ci(num, den, *, n_boot: int = 1000, seed: int = 0, ci: float
     same R recordings in the same order. See the module docstring for the draws and their
     properties. Draws whose denominator is 0 are left out; (nan, nan) when none is left.
     """
-    _check_ci(n_boot, ci)
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     num, den = np.atleast_2d(np.asarray(num, dtype=float)), np.atleast_2d(np.asarray(den, dtype=float))
     if num.shape != den.shape or num.ndim != 2 or num.shape[1] == 0:
         raise ValueError(f"num and den must be (seeds, recordings) arrays of one shape, got "
@@ -236,10 +237,7 @@ def two_level_ratio_ci(num, den, *, n_boot: int = 1000, seed: int = 0, ci: float
     top = (weight * num_sum.T).sum(axis=1)                               # (draws,)
     bottom = (weight * den_sum.T).sum(axis=1)
     ok = bottom > 0
-    if not ok.any():
-        return math.nan, math.nan
-    lo, hi = np.percentile(top[ok] / bottom[ok], [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
-    return float(lo), float(hi)
+    return percentile_ci(top[ok] / bottom[ok], ci) if ok.any() else (math.nan, math.nan)
 
 
 def paired_ratio_ci(num, den, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
@@ -266,19 +264,17 @@ def pooled_in_context(results: Sequence[InContextResult], *, n_boot: int = 1000,
                                  "no two-level bootstrap over them")
     counts = np.array([[r.counts(metric) for r in res.rows] for res in results], dtype=float)   # (S, R, 3)
     lo, hi = two_level_ratio_ci(counts[..., 0], counts[..., 1], n_boot=n_boot, seed=seed, ci=ci)
-    whole, alone, ref = counts[..., 0].sum(), counts[..., 1].sum(), counts[..., 2].sum()
-    rows = tuple(RecordingRow(
-        id=r.id, duration=r.duration, parts=r.parts, ref_chars=r.ref_chars * len(results),
-        whole_char_errors=sum(res.rows[k].whole_char_errors for res in results),
-        alone_char_errors=sum(res.rows[k].alone_char_errors for res in results),
-        ref_words=r.ref_words * len(results),
-        whole_word_errors=sum(res.rows[k].whole_word_errors for res in results),
-        alone_word_errors=sum(res.rows[k].alone_word_errors for res in results))
-        for k, r in enumerate(results[0].rows))
-    return InContextResult(metric=metric, rows=rows, whole=100 * whole / ref if ref else math.nan,
-                           alone=100 * alone / ref if ref else math.nan,
-                           ratio=whole / alone if alone else math.nan, ci_low=lo, ci_high=hi,
-                           n_boot=n_boot, extra={"seeds": len(results)})
+    errors = [f"{side}_{unit}_errors" for side in ("whole", "alone") for unit in ("char", "word")]
+    rows = [RecordingRow(id=r.id, duration=r.duration, parts=r.parts, ref_chars=r.ref_chars * len(results),
+                         ref_words=r.ref_words * len(results),
+                         **{f: sum(getattr(res.rows[k], f) for res in results) for f in errors})
+            for k, r in enumerate(results[0].rows)]
+    return _result(metric, rows, counts, lo, hi, n_boot, seeds=len(results))
+
+
+def number(x: float) -> float | None:
+    """A number for JSON, which has no NaN: an absent one is null."""
+    return None if math.isnan(x) else float(x)
 
 
 def read_records(path: str | os.PathLike) -> list[dict]:
@@ -379,15 +375,9 @@ def write_in_context(long_dir: str | os.PathLike, alone_dir: str | os.PathLike, 
     """`set_in_context` of two evaluated sets, written beside the long set's results:
     ``in_context.json`` (pooled numbers, the alone set's name, per-recording counts, and
     ``inputs``: result folder name -> the identity of the result it was computed from,
-    `asr_pe.evaluation.identity.result_identity`) and ``in_context.md``, atomically."""
-    from asr_pe.io import atomic_write_json, atomic_write_text
-
+    `asr_pe.evaluation.pipeline.result_identity`) and ``in_context.md``, atomically."""
     res = set_in_context(long_dir, alone_dir, parts, n_boot=n_boot)
     long_dir = Path(long_dir)
-
-    def number(x):
-        return None if math.isnan(x) else float(x)
-
     atomic_write_json(long_dir / "in_context.json", {
         "alone_set": alone_set, "metric": res.metric, "whole": number(res.whole), "alone": number(res.alone),
         "ratio": number(res.ratio), "ci_low": number(res.ci_low), "ci_high": number(res.ci_high),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from asr_pe.data.synth.ladder import ladder_sets
+from asr_pe.evaluation.in_context import number
 from asr_pe.evaluation.ladder_report import choose_on_dev, dose_response_table, pool_sets, run_ladder, whole_rate
 from asr_pe.inference.remedies import parse_remedies, remedy_suffix
 from asr_pe.evaluation.pipeline import CorpusManifests, evaluate_run
@@ -123,9 +124,6 @@ def evaluate_ladder(run_dir: str | Path, ladder_dir: str | Path, *, corpus_manif
         report.append(f"## test pool, {chosen} (chosen on dev)\n\n{dose_response_table(test_chosen)}")
     rule = (f"lowest dev CER of the {select_variant} recordings of rungs >= {select_min_rung:g} s decoded "
             f"whole, among the plain decoding and {len(candidates)} candidate(s)")
-    def number(x: float) -> float | None:            # JSON has no NaN: an absent rate is null
-        return None if math.isnan(x) else x
-
     choice = {"run": str(run_dir), "ladder": str(ladder_dir), "rule": rule,
               "dev_rates": {(c or "plain"): number(rates[c]) for c in dev}, "chosen": chosen or "plain",
               "test_rate_plain": number(whole_rate(test_plain, variant=select_variant, min_rung=select_min_rung)),

@@ -47,13 +47,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from asr_pe.evaluation.buckets import percentile_ci
+from asr_pe.evaluation.in_context import METRICS, check_metric
 from asr_pe.io import read_jsonl
 from asr_pe.results_table import locate
 from asr_pe.run_folder import PER_UTT
 
-__all__ = ["PER_UTT", "METRIC_KEYS", "read_errors", "length_ratio_ci", "difference_ci"]
+__all__ = ["PER_UTT", "read_errors", "length_ratio_ci", "difference_ci"]
 
-METRIC_KEYS = {"wer": ("errors", "ref_words"), "cer": ("char_errors", "ref_chars")}
 _MAX_ELEMENTS = 2_000_000   # draws x utterances per chunk of the bootstrap
 
 
@@ -63,12 +64,11 @@ def read_errors(set_dir: str | os.PathLike, *, metric: str = "cer", lo: float = 
     ``lo <= duration < hi``, sorted by id; None when the file is absent (e.g. an archived
     remedy folder, which keeps bucket tables only). A malformed line is an error naming the
     file and line."""
-    if metric not in METRIC_KEYS:
-        raise ValueError(f"metric must be one of {sorted(METRIC_KEYS)}, got {metric!r}")
+    check_metric(metric)
     path = locate(Path(set_dir) / PER_UTT)
     if not path.is_file():
         return None
-    err_key, ref_key = METRIC_KEYS[metric]
+    err_key, ref_key = METRICS[metric]
     rows = []
     for lineno, rec in read_jsonl(path):
         try:
@@ -157,10 +157,7 @@ def _clustered_ratio(shorts, longs, parts, n_boot: int, rng: np.random.Generator
             ratios.append(long_rate / short_rate)
     ratio = np.concatenate(ratios)
     ratio = ratio[np.isfinite(ratio)]
-    if not ratio.size:
-        return None
-    lo, hi = np.percentile(ratio, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
-    return float(lo), float(hi)
+    return percentile_ci(ratio, ci) if ratio.size else None
 
 
 def length_ratio_ci(short_sets: Sequence[str | os.PathLike], long_sets: Sequence[str | os.PathLike], *,
@@ -190,10 +187,7 @@ def length_ratio_ci(short_sets: Sequence[str | os.PathLike], long_sets: Sequence
     short_rate = _seed_rates(shorts, n_boot, rng)
     long_rate = _seed_rates(longs, n_boot, rng)
     ok = np.isfinite(long_rate) & (short_rate > 0)
-    if not ok.any():
-        return None
-    lo, hi = np.percentile(long_rate[ok] / short_rate[ok], [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
-    return float(lo), float(hi)
+    return percentile_ci(long_rate[ok] / short_rate[ok], ci) if ok.any() else None
 
 
 def difference_ci(a_sets: Sequence[str | os.PathLike], b_sets: Sequence[str | os.PathLike], *,
@@ -219,5 +213,4 @@ def difference_ci(a_sets: Sequence[str | os.PathLike], b_sets: Sequence[str | os
     boot = d[1:][np.isfinite(d[1:])]
     if not np.isfinite(d[0]) or not boot.size:
         return None
-    low, high = np.percentile(boot, [100 * (1 - ci) / 2, 100 * (1 + ci) / 2])
-    return float(d[0]), float(low), float(high)
+    return (float(d[0]), *percentile_ci(boot, ci))

@@ -24,7 +24,7 @@ set it was asked for would be read as complete.
 Every utterance of a selected manifest is scored exactly once, whatever launched the process:
 the sampler never shards (a process group left over from DDP training would otherwise give this
 process a 1/world_size share of the batches), and the scored ids are compared with the
-manifest's before anything is written (`asr_pe.evaluation.coverage`). Each result records the
+manifest's before anything is written (`check_scored_every_utterance`). Each result records the
 checkpoint it came from (name, training step, SHA-256 of the file;
 `asr_pe.evaluation.provenance`), so a result of an older checkpoint can be told and redone, and
 the settings its numbers follow from (``settings``; `asr_pe.evaluation.reuse.decoding_settings`).
@@ -34,8 +34,11 @@ bytes and settings is read back instead of decoded (`asr_pe.evaluation.reuse.sta
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -43,6 +46,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import ConfigError, MissingFileError
+from asr_pe.data.audio_checks import scan_audio
 from asr_pe.data.dataset import ASRDataset, collate
 from asr_pe.data.features import FbankExtractor
 from asr_pe.data.manifest import ManifestError, Utterance, read_manifest
@@ -57,16 +61,13 @@ from asr_pe.evaluation.buckets import (
     write_bucket_files,
     write_per_utt,
 )
-from asr_pe.evaluation.coverage import check_scored_every_utterance
 from asr_pe.evaluation.in_context import in_context_pairs, write_in_context
-from asr_pe.evaluation.identity import check_result_owner, forget_in_context, result_identity
-from asr_pe.evaluation.input_checks import check_eval_inputs
-from asr_pe.evaluation.provenance import checkpoint_record
+from asr_pe.evaluation.provenance import checkpoint_record, read_meta
 from asr_pe.evaluation.rate import Rate, rate_of
 from asr_pe.evaluation.reuse import SETTINGS, Reuse, decoding_settings, stale_reason
 from asr_pe.evaluation.scoring import score_record
-from asr_pe.evaluation.settings import eval_settings
-from asr_pe.inference.decode import decode_batch, effective_method
+from asr_pe.evaluation.settings import _plain, eval_settings
+from asr_pe.inference.decode import check_decode_settings, decode_batch, effective_method
 from asr_pe.inference.device import resolve_device
 from asr_pe.inference.full_context import resolve_block_size
 from asr_pe.inference.remedies import (
@@ -79,10 +80,11 @@ from asr_pe.inference.remedies import (
     remedy_suffix,
     run_train_seconds,
 )
-from asr_pe.inference.run_loading import EVALUATE_ANOTHER, load_run, load_run_config
+from asr_pe.inference.run_loading import EVALUATE_ANOTHER, encoder_frames_fn, load_run, load_run_config
 from asr_pe.inference.transcribe import make_encode_fn
 from asr_pe.run_lock import run_lock
-from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, PER_UTT, find_checkpoint, pe_label, result_dir, result_name
+from asr_pe.run_folder import (BUCKETS_CSV, BUCKETS_META, PER_UTT, config_path, eval_dir, find_checkpoint, pe_label,
+                               result_dir, result_name)
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +111,9 @@ def resolve_test_sets(data_cfg: DictConfig, manifests: Mapping[str, Any]) -> dic
     by its file stem, and a stem that is already the name of another file (another selected
     manifest, or one of the corpus's test sets) is refused rather than let one set's results
     replace the other's; ``data.test={name: path}`` names it."""
-    sel = data_cfg.get("test")
+    sel, corpus = data_cfg.get("test"), dict(manifests["test"])
     if sel is None:
-        return dict(manifests["test"])
-    corpus = dict(manifests["test"])
+        return corpus
     if isinstance(sel, (DictConfig, Mapping)):
         chosen = [(str(k), str(v)) for k, v in sel.items()]
     else:
@@ -157,6 +158,157 @@ def read_test_sets(test_sets: Mapping[str, str]) -> dict[str, list[Utterance]]:
             raise EmptyTestSetError(path, name)
         out[name] = utts
     return out
+
+
+# ----------------------------------------------------------------------------- every utterance once
+# A result table over part of a test set reads like one over all of it (a WER is a WER), and the
+# part that goes missing is rarely random: a sharded sampler or a crashed batch drops whole batches,
+# and the bucket sampler groups utterances by length, so the longest are what disappears. Every
+# evaluation therefore compares the ids it scored with the manifest's before writing anything.
+
+class IncompleteScoringError(RuntimeError):
+    """The scored utterances are not exactly the manifest's (some missing, repeated or foreign)."""
+
+
+def _some(ids: Iterable[str], n: int = 5) -> str:
+    ids = sorted(ids)
+    return ", ".join(ids[:n]) + (f", ... ({len(ids)} in all)" if len(ids) > n else "")
+
+
+def check_scored_every_utterance(scored_ids: Iterable[str], manifest_ids: Iterable[str], *, what: str) -> None:
+    """Raise `IncompleteScoringError` unless ``scored_ids`` holds each of ``manifest_ids`` exactly once
+    and nothing else. ``what`` names the test set and its manifest in the message."""
+    scored, wanted = Counter(scored_ids), Counter(manifest_ids)
+    if scored == wanted:
+        return
+    missing = set(wanted) - set(scored)
+    repeated = {i for i, c in scored.items() if c > 1}
+    foreign = set(scored) - set(wanted)
+    parts = [f"scored {sum(scored.values())} utterances, the manifest has {sum(wanted.values())}"]
+    if missing:
+        parts.append(f"missing: {_some(missing)}")
+    if repeated:
+        parts.append(f"scored more than once: {_some(repeated)}")
+    if foreign:
+        parts.append(f"not in the manifest: {_some(foreign)}")
+    raise IncompleteScoringError(f"{what}: {'; '.join(parts)}; no result written")
+
+
+# ----------------------------------------------------------------------------- a result's identity
+# A result folder eval/<set><suffix>/ is the scoring of one manifest, decoded from one checkpoint
+# with one set of settings; its buckets.meta.json records all three: "manifest" (the path) with
+# settings.manifest_sha256 (its bytes), "checkpoint" (name, step, SHA-256; asr_pe.evaluation.provenance)
+# and "settings" (asr_pe.evaluation.reuse.decoding_settings). Whether a folder can be reused is
+# asr_pe.evaluation.reuse.stale_reason; whether the run is finished is derived from these records
+# too (asr_pe.run_folder.eval_done).
+
+IN_CONTEXT_FILES = ("in_context.json", "in_context.md")
+
+
+def result_identity(folder: str | Path) -> dict[str, Any] | None:
+    """``{"checkpoint", "settings"}`` as the folder's ``buckets.meta.json`` records them (None
+    without a record): what every number computed from its per-utterance scores depends on."""
+    meta = read_meta(folder)
+    if meta is None:
+        return None
+    return {"checkpoint": meta.get("checkpoint"), "settings": meta.get("settings")}
+
+
+def check_result_owner(folder: str | Path, manifest: str | Path, settings: Mapping[str, Any]) -> None:
+    """Refuse to decode ``manifest`` into ``folder`` when the folder holds another manifest's results
+    (its recorded path and bytes both differ): that would leave its name on another set's numbers.
+    The same file regenerated (same path) or moved (same bytes) replaces it. ``settings`` is this
+    decoding's settings record."""
+    meta = read_meta(folder)
+    if meta is None or not meta.get("manifest"):
+        return
+    recorded = meta.get("settings") if isinstance(meta.get("settings"), dict) else {}
+    same_path = Path(str(meta["manifest"])).resolve() == Path(manifest).resolve()
+    same_bytes = recorded.get("manifest_sha256") == settings.get("manifest_sha256")
+    if not same_path and not same_bytes:
+        raise ConfigError(
+            f"{folder} holds the results of {meta['manifest']}, another manifest than {manifest}; "
+            f"give this set another name (data.test={{<name>:{manifest}}}) or eval.suffix, or remove "
+            f"{folder} to replace it")
+
+
+def forget_in_context(run_dir: str | Path, result: str) -> None:
+    """Remove the in-context files computed from result folder ``result`` (``eval/<result>``), as
+    the long set or as the set of its parts alone: an in-context ratio records the identities of
+    its two result folders, and is not left beside numbers it was not computed from."""
+    for path in sorted(eval_dir(run_dir).glob("*/in_context.json")):
+        folder = path.parent
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            record = {}
+        record = record if isinstance(record, dict) else {}
+        # files written before "inputs" was recorded name the alone set only
+        depends = set(record["inputs"]) if isinstance(record.get("inputs"), dict) else {record.get("alone_set")}
+        if folder.name == result or result in depends:
+            for name in IN_CONTEXT_FILES:
+                (folder / name).unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- input checks
+# Checked before the model is loaded or anything decoded, so that an input that cannot work is one
+# line naming the file and what to do (ConfigError) instead of a traceback in the middle of an
+# evaluation.
+
+def check_learned_pe_table(run_cfg: DictConfig, test_utts: Mapping[str, list[Utterance]],
+                           settings: Mapping[str, Any], run_dir: str | Path) -> None:
+    """A learned PE with ``policy: error`` stops at the first input past its table; say so
+    before decoding, naming the longest such utterance and the keys that change it."""
+    pe = _plain(run_cfg.get("pe")) or {}
+    spec = pe.get("input") or {}
+    if spec.get("name") != "learned" or spec.get("policy", "error") != "error":
+        return
+    max_len = int(spec.get("max_len", 2048))
+    frames = encoder_frames_fn(run_cfg)
+    window_s = None
+    if settings.get("mode") == "chunked":
+        window_s = float(settings["chunk_s"]) + 2 * float(settings["overlap_s"])  # what one pass sees
+    # eval.tempo / eval.hop_ms: a slower tempo or a shorter hop gives more frames per recorded second
+    run_hop = float(((_plain(run_cfg.get("data")) or {}).get("features") or {}).get("frame_shift_ms", 10.0))
+    scale = rate_of(settings, run_hop).frames_per_audio_second(run_hop)
+    for name, utts in test_utts.items():
+        longest = max(utts, key=lambda u: u.duration)
+        heard_s = longest.duration * scale
+        seen_s = heard_s if window_s is None else min(heard_s, window_s)
+        n = frames(seen_s)
+        if n > max_len:
+            where = longest.source or f"utterance {longest.id!r}"
+            limit_s = 60.0 * max_len / frames(60.0)  # the table's length in seconds
+            raise ConfigError(
+                f"{where}: utterance {longest.id!r} of test set {name!r} ({seen_s:.1f} s = {n} encoder frames) is past "
+                f"the run's learned PE table (pe.input.max_len={max_len}, about {limit_s:.3g} s, pe.input.policy=error); "
+                f"leave the set out (data.test=...), use eval.mode=chunked with chunk_s + 2*overlap_s under "
+                f"{limit_s:.3g} s, or set pe.input.policy=clamp or wrap in {config_path(run_dir)}")
+
+
+def check_eval_inputs(run_cfg: DictConfig, decode: Mapping[str, Any], test_utts: Mapping[str, list[Utterance]],
+                      settings: Mapping[str, Any], run_dir: str | Path) -> None:
+    """Before the model is loaded: the decoding settings against the run's loss, each test set's
+    audio against its manifest (`scan_audio`: one summary per set), no utterance too short for one
+    encoder frame, a learned PE's table against the longest utterance."""
+    check_decode_settings(decode, ctc_weight=float(run_cfg.loss.get("ctc_weight", 1.0)),
+                          transducer=bool(run_cfg.loss.get("transducer")))
+    sample_rate = int(run_cfg.data.features.sample_rate)
+    for name, utts in test_utts.items():
+        scan_audio(utts, sample_rate=sample_rate, name=name)
+    # an utterance too short to give the encoder one frame (under one 25 ms feature window, or under
+    # the front end's subsampling) is decoded as nothing and scored as all deletions without a word
+    frames = encoder_frames_fn(run_cfg)
+    for name, utts in test_utts.items():
+        short = [u for u in utts if u.duration < 1.0 and frames(u.duration) < 1]  # frames: a torch call each
+        if short:
+            first = short[0]
+            need = next((s / 1000 for s in range(1, 10001) if frames(s / 1000) >= 1), None)
+            raise ConfigError(
+                f"{first.source or first.audio_filepath}: utterance {first.id!r} of test set {name!r} lasts "
+                f"{first.duration:g} s, too short for one encoder frame (this model needs at least {need:g} s); "
+                f"{len(short)} of {len(utts)} utterances of the set are: remove them from the manifest")
+    check_learned_pe_table(run_cfg, test_utts, settings, run_dir)
 
 
 def evaluate_run(run_dir: str | Path, cfg_overrides: Mapping[str, Any] | DictConfig | None = None,
@@ -343,4 +495,6 @@ def _decode_sets(run_dir: Path, cfg: DictConfig, settings: Mapping[str, Any], de
     return results
 
 
-__all__ = ["CorpusManifests", "EmptyTestSetError", "evaluate_run", "read_test_sets", "resolve_test_sets"]
+__all__ = ["CorpusManifests", "EmptyTestSetError", "IncompleteScoringError", "check_eval_inputs", "check_result_owner",
+           "check_scored_every_utterance", "evaluate_run", "forget_in_context", "read_test_sets", "resolve_test_sets",
+           "result_identity"]

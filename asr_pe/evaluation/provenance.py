@@ -51,12 +51,18 @@ def checkpoint_record(path: str | Path, **kwargs: Any) -> dict[str, Any]:
     return {"name": path.name, "global_step": checkpoint_step(path, **kwargs), "sha256": file_sha256(path)}
 
 
+def read_meta(folder: str | Path) -> dict[str, Any] | None:
+    """A result folder's ``buckets.meta.json``; None when it is missing, unreadable or no JSON object."""
+    try:
+        meta = json.loads((Path(folder) / BUCKETS_META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
 def recorded_checkpoint(folder: str | Path) -> dict[str, Any] | None:
     """The checkpoint record of one result folder (``eval/<set>``), None when it has none."""
-    try:
-        record = json.loads((Path(folder) / BUCKETS_META).read_text())["checkpoint"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    record = (read_meta(folder) or {}).get("checkpoint")
     return record if isinstance(record, dict) and record.get("sha256") and record.get("name") else None
 
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 import jiwer
 from rapidfuzz.distance import Levenshtein
 
-__all__ = ["normalize_text", "score_utterance", "edit_distances", "score_record", "SCORE_KEYS"]
-
-SCORE_KEYS = ("errors", "ref_words", "sub", "del", "ins", "char_errors", "ref_chars")
+__all__ = ["normalize_text", "score_utterance", "edit_distances", "score_record"]
 
 
 def normalize_text(text: str) -> str:
@@ -24,16 +22,6 @@ def normalize_text(text: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"transcript must be a str, got {type(text).__name__}: {text!r}")
     return " ".join(text.lower().split())
-
-
-def _char_counts(ref: str, hyp: str) -> tuple[int, int]:
-    """(character edit errors, reference characters); spaces between words count as characters."""
-    if not ref:
-        return len(hyp), 0
-    if not hyp:
-        return len(ref), len(ref)
-    out = jiwer.process_characters(ref, hyp)
-    return out.substitutions + out.deletions + out.insertions, len(ref)
 
 
 def score_utterance(ref: str, hyp: str) -> dict:
@@ -47,23 +35,18 @@ def score_utterance(ref: str, hyp: str) -> dict:
     """
     ref_n, hyp_n = normalize_text(ref), normalize_text(hyp)
     ref_w, hyp_w = ref_n.split(), hyp_n.split()
-    if not ref_w:
-        sub, dele, ins = 0, 0, len(hyp_w)
-    elif not hyp_w:
-        sub, dele, ins = 0, len(ref_w), 0
+    # a side is empty exactly when it has no words (normalised text); jiwer refuses an empty side:
+    # then every word and character of the other side is an edit
+    if not ref_w or not hyp_w:
+        sub, dele, ins = 0, len(ref_w), len(hyp_w)
+        char_errors = len(ref_n) + len(hyp_n)
     else:
         out = jiwer.process_words(ref_n, hyp_n)
         sub, dele, ins = out.substitutions, out.deletions, out.insertions
-    char_errors, ref_chars = _char_counts(ref_n, hyp_n)
-    return {
-        "errors": sub + dele + ins,
-        "ref_words": len(ref_w),
-        "sub": sub,
-        "del": dele,
-        "ins": ins,
-        "char_errors": char_errors,
-        "ref_chars": ref_chars,
-    }
+        chars = jiwer.process_characters(ref_n, hyp_n)  # spaces between words count as characters
+        char_errors = chars.substitutions + chars.deletions + chars.insertions
+    return {"errors": sub + dele + ins, "ref_words": len(ref_w), "sub": sub, "del": dele, "ins": ins,
+            "char_errors": char_errors, "ref_chars": len(ref_n)}
 
 
 def edit_distances(ref: str, hyp: str) -> dict:

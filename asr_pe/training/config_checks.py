@@ -12,7 +12,7 @@ ran (a bad ``decode.method`` used to surface only in the evaluation after traini
 That the checkpoint a resumed run would load is a readable file is checked where the start is
 planned (`asr_pe.training.resume.plan_start`).
 
-The evaluation's own checks (its inputs, its settings) are `asr_pe.evaluation.input_checks` and
+The evaluation's own checks (its inputs, its settings) are `asr_pe.evaluation.pipeline` and
 `asr_pe.evaluation.settings`.
 """
 

@@ -211,7 +211,7 @@ def test_the_whisper_normaliser_is_named_applied_to_both_sides_and_recorded(ted,
 def test_a_missing_normaliser_package_is_one_error(monkeypatch):
     import importlib
 
-    from asr_pe.evaluation import normalizers
+    from asr_pe.evaluation import external_scoring
 
     real = importlib.import_module
 
@@ -221,8 +221,8 @@ def test_a_missing_normaliser_package_is_one_error(monkeypatch):
         return real(name, *a, **k)
 
     monkeypatch.setattr(importlib, "import_module", no_package)
-    with pytest.raises(normalizers.NormalizerError, match=r"pip install -e '\.\[normalize\]'"):
-        normalizers.load_normalizer("whisper_english")
+    with pytest.raises(external_scoring.NormalizerError, match=r"pip install -e '\.\[normalize\]'"):
+        external_scoring.load_normalizer("whisper_english")
 
 
 @pytest.mark.parametrize("name, fmt", [("hyp.text", "text"), ("test_clean.text", "text"), ("text", "text"),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from asr_pe.evaluation.coverage import IncompleteScoringError, check_scored_every_utterance
+from asr_pe.evaluation.pipeline import IncompleteScoringError, check_scored_every_utterance
 
 
 def test_exactly_the_manifest_passes_in_any_order():

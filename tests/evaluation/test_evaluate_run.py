@@ -338,7 +338,7 @@ def test_inside_a_process_group_evaluation_still_scores_every_utterance(run_dir,
 
 
 def test_a_lost_batch_is_an_error_and_writes_nothing(run_dir, monkeypatch):
-    from asr_pe.evaluation.coverage import IncompleteScoringError
+    from asr_pe.evaluation.pipeline import IncompleteScoringError
 
     class LosesTheLastBatch(ev.DurationBucketSampler):
         def __iter__(self):
