@@ -369,45 +369,23 @@ def table_lock(study: str | os.PathLike) -> Iterator[None]:
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            _flock_waiting(fd, path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:   # another writer holds it: say so (a wait, not a hang)
+                print(f"[results_table] waiting for another writer of {path.parent / TABLE_NAME}", file=sys.stderr)
+                fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
             os.close(fd)
             raise
-        if _names_open_file(path, fd):
-            break
+        # locked; go on unless the file was removed or replaced meanwhile (then lock the new one)
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.stat(path), os.fstat(fd)):
+                break
         os.close(fd)
     try:
         yield
     finally:
         os.unlink(path)
-        os.close(fd)
-
-
-def _flock_waiting(fd: int, path: Path) -> None:
-    """Lock ``fd``, saying on stderr when another writer holds the lock (a wait, not a hang)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"[results_table] waiting for another writer of {path.parent / TABLE_NAME}", file=sys.stderr)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-
-
-def _names_open_file(path: Path, fd: int) -> bool:
-    """Whether ``path`` still names the file open as ``fd`` (not removed or replaced since)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    own = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the table's rename durable: its writer fsyncs the bytes, this the directory entry."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
         os.close(fd)
 
 
@@ -494,7 +472,12 @@ def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike], *,
         write_table(table, runs)
         if source != table:
             source.unlink()
-        _fsync_dir(table.parent)
+        # make the rename durable: write_table fsyncs the table's bytes, this its directory entry
+        fd = os.open(table.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         if remove:
             folders = [folder for folder, _ in incoming.values()]
             _check(table, folders)  # read back from disk: every file of each folder renders
