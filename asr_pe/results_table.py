@@ -155,10 +155,9 @@ def _fixed_decimals(cells: list[str]) -> int | None:
     """k when every number among ``cells`` is written with exactly k decimals (``%.4f``: "7.0000")
     and at least one is; None otherwise."""
     numbers = [c for c in cells if re.fullmatch(r"-?[0-9]+\.[0-9]+", c)]
-    if not numbers or any(not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?|nan|-?inf|", c) for c in cells):
-        return None
     ks = {len(c.split(".")[1]) for c in numbers}
-    if len(ks) != 1 or len(numbers) != sum(1 for c in cells if re.fullmatch(r"-?[0-9.]+", c)):
+    # an integer cell ("7") is no number written with k decimals, so it fails the column too
+    if len(ks) != 1 or any(not re.fullmatch(r"-?[0-9]+\.[0-9]+|nan|-?inf|", c) for c in cells):
         return None
     k = ks.pop()
     return k if all(f"{float(c):.{k}f}" == c for c in numbers) else None
@@ -179,26 +178,19 @@ def _cell(text: str, decimals: int | None):
 
 
 def _cell_text(value, decimals: int | None) -> str:
-    if isinstance(value, str):
-        return value
     if isinstance(value, float):
         return f"{value:.{decimals}f}" if decimals is not None else repr(value)
     return str(value)
 
 
+_KIND_OF_NAME = {"per_utt.jsonl": "utt", "buckets.csv": "bucket", "attention_stats.csv": "attention"}
+_KIND_OF_SUFFIX = {".csv": "csv_row", ".jsonl": "jsonl_row", ".json": "json"}
+
+
 def _kind(rel: str) -> str:
     name = rel.rsplit("/", 1)[-1]
-    if name == "per_utt.jsonl":
-        return "utt"
-    if name == "buckets.csv":
-        return "bucket"
-    if name == "attention_stats.csv":
-        return "attention"
-    if name.endswith(".csv"):
-        return "csv_row"
-    if name.endswith(".jsonl"):
-        return "jsonl_row"
-    return "json" if name.endswith(".json") else "text"
+    suffix = "".join(name.rpartition(".")[1:])   # from the last dot on ("" and the whole name without one)
+    return _KIND_OF_NAME.get(name) or _KIND_OF_SUFFIX.get(suffix, "text")
 
 
 CSV_HEADER = "csv_header"   # the kind of a CSV file's first row: its column order and number formats
@@ -250,14 +242,9 @@ def _eval_columns(rel: str, files: dict[str, str]) -> dict:
     parts = rel.split("/")
     if len(parts) != 3 or parts[0] != "eval":
         return {}
-    folder = parts[1]
-    test_set = folder
-    meta = files.get(f"eval/{folder}/buckets.meta.json")
-    if meta is not None:
-        try:
-            name = json.loads(meta).get("test_set")
-        except (ValueError, AttributeError):
-            name = None
+    folder = test_set = parts[1]
+    with contextlib.suppress(TypeError, ValueError, AttributeError):   # no meta file, not JSON, not an object
+        name = json.loads(files.get(f"eval/{folder}/buckets.meta.json")).get("test_set")
         if isinstance(name, str) and folder.startswith(name):
             test_set = name
     return {"set": test_set, "suffix": folder[len(test_set):]}
@@ -294,22 +281,15 @@ def render_run(rows: Iterable[dict]) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- the table file
 
-def _open_table(path: Path):
-    """The table's text: xz, or gzip for a table written before xz (told apart by its first bytes,
-    so a table is read whatever its name)."""
-    with open(path, "rb") as f:
-        magic = f.read(len(_XZ_MAGIC))
-    if magic == _XZ_MAGIC:
-        return lzma.open(path, "rt", encoding="utf-8")
-    return gzip.open(path, "rt", encoding="utf-8")
-
-
 def read_table(path: str | os.PathLike) -> dict[str, list[dict]]:
     """Run name -> its rows, in table order (an xz table, or a gzip one written before xz)."""
     path = Path(path)
     runs: dict[str, list[dict]] = {}
     try:
-        with _open_table(path) as f:
+        # xz, or gzip for a table written before xz: told apart by the first bytes, whatever the name
+        with open(path, "rb") as f:
+            opener = lzma.open if f.read(len(_XZ_MAGIC)) == _XZ_MAGIC else gzip.open
+        with opener(path, "rt", encoding="utf-8") as f:
             for line_no, line in enumerate(f, start=1):
                 try:
                     row = json.loads(line)
@@ -343,10 +323,6 @@ def table_of(study: str | os.PathLike) -> Path:
 
 def _is_table(path: Path) -> bool:
     return path.name in (TABLE_NAME, GZIP_TABLE_NAME) and path.is_file() and table_of(path.parent) == path
-
-
-def read_run_files(run_dir: Path, rels: Iterable[str]) -> dict[str, str]:
-    return {rel: (Path(run_dir) / rel).read_text(encoding="utf-8") for rel in rels}
 
 
 # ----------------------------------------------------------------------------- adding runs
@@ -425,7 +401,8 @@ def _incoming_runs(run_dirs: Iterable[str | os.PathLike], remedy_utts: bool) -> 
                 continue  # one folder given twice (e.g. by a glob and by its path)
             raise ResultsTableError(f"{first} and {d} are both named {d.name!r}: a study's table names a run by its "
                                     f"folder's name, so one would replace the other; rename one of them and add both")
-        out[d.name] = (d, table_rows(d.name, read_run_files(d, archived_files(d, remedy_utts))))
+        files = {rel: (d / rel).read_text(encoding="utf-8") for rel in archived_files(d, remedy_utts)}
+        out[d.name] = (d, table_rows(d.name, files))
     return out
 
 
