@@ -101,7 +101,6 @@ XZ_PRESET = 6
 _XZ_MAGIC = b"\xfd7zXZ\x00"
 # The columns every row has; a file whose own fields use one of these names is stored as text.
 RESERVED = ("run", "path", "kind", "set", "suffix", "data", "text")
-_GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 class ResultsTableError(ConfigError):
@@ -467,33 +466,23 @@ def convert_table(study: str | os.PathLike) -> tuple[Path, int]:
     """Rewrite ``<study>/results.jsonl.gz`` as ``<study>/results.jsonl.xz`` and remove the gzip
     one, once the xz table, read back, holds the same rows and renders every file of every run
     byte for byte as the gzip one did; returns (the xz table, the number of files compared)."""
-    with table_lock(study):
-        return _convert_table(Path(study))
-
-
-def _convert_table(study: Path) -> tuple[Path, int]:
+    study = Path(study)
     gz, xz = study / GZIP_TABLE_NAME, study / TABLE_NAME
-    if not gz.is_file():
-        raise ResultsTableError(f"{gz}: no gzip table to convert")
-    if xz.exists():
-        raise ResultsTableError(f"{xz} exists already: remove the out-of-date one of the two tables ({gz.name} is "
-                                f"not converted)")
-    runs = read_table(gz)
-    write_table(xz, runs)
-    again = read_table(xz)
-    n = 0
-    try:
+    with table_lock(study):
+        if not gz.is_file():
+            raise ResultsTableError(f"{gz}: no gzip table to convert")
+        if xz.exists():
+            raise ResultsTableError(f"{xz} exists already: remove the out-of-date one of the two tables ({gz.name} "
+                                    f"is not converted)")
+        runs = read_table(gz)
+        write_table(xz, runs)
+        again = read_table(xz)
+        # the same rows (types and all) render the same files: rendering is a function of the rows
         if list(again) != sorted(runs) or any(again[r] != runs[r] for r in runs):
+            xz.unlink()
             raise ResultsTableError(f"{xz}: does not read back the rows of {gz}")
-        for run, rows in runs.items():
-            before, after = render_run(rows), render_run(again[run])
-            if before.keys() != after.keys() or any(before[k].encode() != after[k].encode() for k in before):
-                raise ResultsTableError(f"{xz}: run {run} renders differently from {gz}")
-            n += len(before)
-    except ResultsTableError:
-        xz.unlink()
-        raise
-    gz.unlink()
+        n = sum(len(render_run(rows)) for rows in again.values())
+        gz.unlink()
     return xz, n
 
 
@@ -597,18 +586,17 @@ def expand_run_paths(path: str | os.PathLike) -> list[tuple[Path, Path]] | None:
     none: ``<study>/<run>`` of a table, ``<study>/<pattern>`` (the table's runs matching it), the
     table itself (a shell's ``<study>/*``), or a folder with tables below it (every run of each)."""
     path = Path(path)
-    if _is_table(path):
-        return [(path.parent / n, _extract(path) / n) for n in runs_in(path.parent)] or None
     table = table_of(path.parent)
-    if not path.exists() and table.is_file():
-        names = [n for n in runs_in(path.parent) if fnmatch.fnmatchcase(n, path.name)] \
-            if _GLOB_CHARS.search(path.name) else [path.name] if path.name in runs_in(path.parent) else []
-        return [(path.parent / n, _extract(table) / n) for n in names] or None
-    if path.is_dir():
+    if not path.exists():   # <study>/<run> or <study>/<pattern>: a name without * ? [ matches only itself
+        tables, pattern = [table] if table.is_file() else [], path.name
+    elif path.is_dir():
         tables = sorted(t for name in (TABLE_NAME, GZIP_TABLE_NAME) for t in path.rglob(name) if _is_table(t))
-        found = [(t.parent / n, _extract(t) / n) for t in tables for n in runs_in(t.parent)]
-        return found or None
-    return None
+        pattern = "*"
+    else:
+        tables, pattern = [path] if _is_table(path) else [], "*"
+    found = [(t.parent / n, _extract(t) / n) for t in tables for n in runs_in(t.parent)
+             if fnmatch.fnmatchcase(n, pattern)]
+    return found or None
 
 
 # ----------------------------------------------------------------------------- command line
