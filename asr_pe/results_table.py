@@ -121,10 +121,9 @@ def archived_files(run_dir: Path, remedy_utts: bool = False) -> list[str]:
     run_dir = Path(run_dir)
     out = [name for name in (RUN_INFO, CONFIG) if (run_dir / name).is_file()]
     for set_dir in sorted(p for p in (run_dir / EVAL).glob("*/") if p.is_dir()):
-        names = [BUCKETS_CSV, BUCKETS_META, PER_UTT]
         meta = set_dir / BUCKETS_META
-        if not remedy_utts and meta.is_file() and is_remedy_result(meta):
-            names.remove(PER_UTT)
+        utts = remedy_utts or not (meta.is_file() and is_remedy_result(meta))
+        names = (BUCKETS_CSV, BUCKETS_META) + ((PER_UTT,) if utts else ())
         out += [f"{EVAL}/{set_dir.name}/{n}" for n in names if (set_dir / n).is_file()]
     out += [f"attention_stats/{n}" for n in ("attention_stats.csv", "attention_stats.md")
             if (run_dir / "attention_stats" / n).is_file()]
@@ -253,20 +252,17 @@ def table_rows(run: str, files: dict[str, str]) -> list[dict]:
     """The table rows of one run from its files (path inside the run -> text), paths sorted.
     A file whose rows would not render back to the same text is stored as text."""
     out = []
-    for rel in sorted(files):
-        text = files[rel]
-        kind = _kind(rel)
+    for rel, text in sorted(files.items()):
         extra = _eval_columns(rel, files)
         try:
-            rows = _rows_of_file(kind, text) if kind != "text" else None
+            rows = [{"run": run, "path": rel, "kind": r.pop("kind"), **extra, **r}
+                    for r in _rows_of_file(_kind(rel), text) or []]
         except ValueError:
-            rows = None
-        if rows is not None:
-            rows = [{"run": run, "path": rel, "kind": r.pop("kind"), **extra, **r} for r in rows]
-            if _render(rows) == text:
-                out += rows
-                continue
-        out.append({"run": run, "path": rel, "kind": "text", **extra, "text": text})
+            rows = []
+        if rows and _render(rows) == text:
+            out += rows
+        else:
+            out.append({"run": run, "path": rel, "kind": "text", **extra, "text": text})
     return out
 
 
@@ -512,8 +508,7 @@ def _extract(table: Path) -> Path:
     sig = (st.st_mtime_ns, st.st_size)
     if str(study) in _extracted and _extracted[str(study)][0] == sig and _extracted[str(study)][1].is_dir():
         return _extracted[str(study)][1]
-    data = table.read_bytes()
-    key = hashlib.sha256(str(study).encode() + b"\0" + data).hexdigest()[:20]
+    key = hashlib.sha256(str(study).encode() + b"\0" + table.read_bytes()).hexdigest()[:20]
     base = _cache_root()
     entry = base / key
     inside = study.relative_to(study.anchor)
@@ -528,9 +523,13 @@ def _extract(table: Path) -> Path:
                     target.write_text(text, encoding="utf-8")
             (tmp / ".study").write_text(str(study), encoding="utf-8")
             (tmp / ".complete").write_text("")
-            for old in base.iterdir():      # earlier versions of this table
-                if old.name != key and not old.name.startswith(".") and _entry_study(old) == str(study):
-                    shutil.rmtree(old, ignore_errors=True)
+            # earlier versions of this table; an entry without .study (written before entries named
+            # their study) is left alone, as it may be another study's
+            for old in base.iterdir():
+                with contextlib.suppress(OSError):
+                    if (old.name != key and not old.name.startswith(".")
+                            and (old / ".study").read_text(encoding="utf-8") == str(study)):
+                        shutil.rmtree(old, ignore_errors=True)
             os.rename(tmp, entry)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -538,15 +537,6 @@ def _extract(table: Path) -> Path:
                 raise
     _extracted[str(study)] = (sig, entry / inside)
     return entry / inside
-
-
-def _entry_study(entry: Path) -> str | None:
-    """The study whose table ``entry`` holds (None for an entry written before entries named it:
-    left alone, as it may be another study's)."""
-    try:
-        return (entry / ".study").read_text(encoding="utf-8")
-    except OSError:
-        return None
 
 
 def logical_path(path: str | os.PathLike) -> Path:
@@ -645,9 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
-            for n in runs_in(args.study):
-                if fnmatch.fnmatchcase(n, args.pattern):
-                    print(args.study / n)
+            for n in fnmatch.filter(runs_in(args.study), args.pattern):
+                print(args.study / n)
             return 0
         if args.command == "convert":
             for study in args.studies:
