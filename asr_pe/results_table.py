@@ -74,6 +74,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -204,10 +205,8 @@ def _render(rows: list[dict]) -> str:
     if kind == CSV_HEADER:
         columns, decimals = rows[0]["data"]["columns"], rows[0]["data"]["decimals"]
         buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        for r in rows[1:]:
-            writer.writerow([_cell_text(r[k], decimals.get(k)) for k in columns])
+        csv.writer(buf, lineterminator="\n").writerows(
+            [columns] + [[_cell_text(r[k], decimals.get(k)) for k in columns] for r in rows[1:]])
         return buf.getvalue()
     return "".join(json.dumps({k: v for k, v in r.items() if k not in RESERVED}) + "\n" for r in rows)
 
@@ -364,12 +363,11 @@ def run_identity(rows: Iterable[dict]) -> dict:
     """`RUN_IDENTITY` of a run's rows (its run_info.json); an empty value and a missing key alike
     are None, so a run_info written before a field existed reads as the run it is."""
     text = render_run(r for r in rows if r["path"] == RUN_INFO).get(RUN_INFO, "{}")
-    try:
+    info = {}
+    with contextlib.suppress(ValueError):
         info = json.loads(text)
-    except ValueError:
-        info = {}
     info = info if isinstance(info, dict) else {}
-    return {k: info.get(k) if info.get(k) not in ("", None) else None for k in RUN_IDENTITY}
+    return {k: None if info.get(k) == "" else info.get(k) for k in RUN_IDENTITY}
 
 
 def _checkpoints(rows: Iterable[dict]) -> str:
@@ -637,30 +635,28 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             for n in fnmatch.filter(runs_in(args.study), args.pattern):
                 print(args.study / n)
-            return 0
-        if args.command == "convert":
+        elif args.command == "convert":
             for study in args.studies:
                 before = (study / GZIP_TABLE_NAME).stat().st_size if (study / GZIP_TABLE_NAME).is_file() else 0
                 xz, n = convert_table(study)
                 print(f"{xz}: {n} files render as from {GZIP_TABLE_NAME}; {before / 1e6:.2f} -> "
                       f"{xz.stat().st_size / 1e6:.2f} MB")
-            return 0
-        if args.command == "check":
+        elif args.command == "check":
             print(f"{_check(table_of(args.study), args.runs)} files identical")
-            return 0
-        table = args.study / TABLE_NAME
-        runs = args.runs or sorted(p.parent for p in args.study.glob(f"*/{RUN_INFO}"))
-        if not runs:
-            raise ResultsTableError(f"{args.study}: no run folders (*/{RUN_INFO}) to add")
-        missing = [str(d) for d in runs if not (d / RUN_INFO).is_file()]
-        if missing:
-            raise ResultsTableError(f"not run folders (no {RUN_INFO}): {', '.join(missing)}")
-        report = add_runs(table, runs, remedy_utts=args.remedy_utts, replace=args.replace, remove=args.remove)
-        for name, how in report.items():
-            print(f"{name}: {how}")
-        counts = {how: sum(h.split(" ")[0] == how for h in report.values()) for how in ("added", "replaced", "unchanged")}
-        print(f"{table}: {counts['added']} run(s) added, {counts['replaced']} replaced, {counts['unchanged']} "
-              f"unchanged{'; their folders removed' if args.remove else ''}")
+        else:
+            table = args.study / TABLE_NAME
+            runs = args.runs or sorted(p.parent for p in args.study.glob(f"*/{RUN_INFO}"))
+            if not runs:
+                raise ResultsTableError(f"{args.study}: no run folders (*/{RUN_INFO}) to add")
+            missing = [str(d) for d in runs if not (d / RUN_INFO).is_file()]
+            if missing:
+                raise ResultsTableError(f"not run folders (no {RUN_INFO}): {', '.join(missing)}")
+            report = add_runs(table, runs, remedy_utts=args.remedy_utts, replace=args.replace, remove=args.remove)
+            for name, how in report.items():
+                print(f"{name}: {how}")
+            counts = Counter(how.split(" ")[0] for how in report.values())   # "replaced (results of ...)"
+            print(f"{table}: {counts['added']} run(s) added, {counts['replaced']} replaced, {counts['unchanged']} "
+                  f"unchanged{'; their folders removed' if args.remove else ''}")
         return 0
     except (OSError, ValueError) as e:   # ResultsTableError, and a file that is not UTF-8 text
         print(f"error: {e}", file=sys.stderr)
