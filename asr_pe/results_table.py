@@ -325,7 +325,6 @@ def _is_table(path: Path) -> bool:
 # resume may not change them) and what the readers group runs by. A table names a run by its
 # folder's name, the readers' <study>/<run> path; `add` keeps that name bound to one identity.
 RUN_IDENTITY = ("system", "label", "pe", "loss", "encoder", "arm", "data", "seed", "remedy", "init_from")
-LOCK_NAME = f".{TABLE_NAME}.lock"
 
 
 @contextlib.contextmanager
@@ -334,7 +333,7 @@ def table_lock(study: str | os.PathLike) -> Iterator[None]:
     study's table, so that two writers at once each start from what the other wrote. The file is
     removed on release (a study folder is committed: nothing may be left in it); a waiter that gets
     the lock of a file removed meanwhile tries again, so two holders never overlap."""
-    path = Path(study) / LOCK_NAME
+    path = Path(study) / f".{TABLE_NAME}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -372,12 +371,9 @@ def run_identity(rows: Iterable[dict]) -> dict:
 
 def _checkpoints(rows: Iterable[dict]) -> str:
     """The checkpoints a run's archived results were decoded from, as "step N (sha256 prefix)"."""
-    found = set()
-    for r in rows:
-        data = r.get("data") if r["kind"] == "json" and r["path"].endswith("/buckets.meta.json") else None
-        ck = data.get("checkpoint") if isinstance(data, dict) else None
-        if isinstance(ck, dict):
-            found.add(f"step {ck.get('global_step')} ({str(ck.get('sha256'))[:12]})")
+    metas = (r.get("data") for r in rows if r["kind"] == "json" and r["path"].endswith("/buckets.meta.json"))
+    cks = (meta.get("checkpoint") for meta in metas if isinstance(meta, dict))
+    found = {f"step {ck.get('global_step')} ({str(ck.get('sha256'))[:12]})" for ck in cks if isinstance(ck, dict)}
     return ", ".join(sorted(found)) or "none recorded"
 
 

@@ -211,9 +211,8 @@ def eval_done(run_dir: str | Path) -> bool:
         sets, checkpoint = done["test_sets"], done.get("checkpoint")
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    if not sets or not all((result_dir(run_dir, s) / f).exists() for s in sets for f in EVAL_FILES):
-        return False
-    return checkpoint is None or all(_recorded_checkpoint(result_dir(run_dir, s)) == checkpoint for s in sets)
+    return (bool(sets) and all((result_dir(run_dir, s) / f).exists() for s in sets for f in EVAL_FILES)
+            and (checkpoint is None or all(_recorded_checkpoint(result_dir(run_dir, s)) == checkpoint for s in sets)))
 
 
 def _recorded_checkpoint(folder: Path) -> Any:
