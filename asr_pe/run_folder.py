@@ -107,8 +107,7 @@ def find_checkpoint(run_dir: str | Path, which: str = BEST) -> Path:
 
 
 def has_checkpoints(run_dir: str | Path) -> bool:
-    ckpt_dir = checkpoint_dir(run_dir)
-    return ckpt_dir.is_dir() and any(ckpt_dir.glob(f"*{CHECKPOINT_SUFFIX}"))
+    return any(checkpoint_dir(run_dir).glob(f"*{CHECKPOINT_SUFFIX}"))   # nothing when it is no folder
 
 
 def logs_dir(run_dir: str | Path) -> Path:
