@@ -19,11 +19,10 @@ os.umask(_UMASK)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:   # closed (and fsynced) before the replace
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 @contextlib.contextmanager
@@ -45,26 +44,31 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def json_object(text: str, path: str | os.PathLike, error: type[Exception] = ValueError,
+                line_no: int | None = None) -> dict:
+    """``text``, read from ``path`` (line ``line_no`` of it, else the whole file), as a JSON object.
+    Text that is not JSON, or not a JSON object, raises ``error("<path>:<line>: ...")``: the one
+    place that says so for the JSON files the project reads (run_info.json, JSONL records)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{path}:{line_no or e.lineno}: invalid JSON ({e.msg})") from None
+    if not isinstance(obj, dict):
+        raise error(f"{path}:{line_no or 1}: expected a JSON object")
+    return obj
+
+
 def read_jsonl(path: str | os.PathLike, error: type[Exception] = ValueError) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-blank line of a JSON-lines file. A line that is not JSON,
-    or not a JSON object, raises ``error("<path>:<line>: ...")``: the one place that says so for
-    every JSONL file the project reads (result records, hypotheses)."""
+    """(line number, object) of each non-blank line of a JSON-lines file (result records,
+    hypotheses); a line that is not a JSON object raises `json_object`'s ``error``."""
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise error(f"{path}:{line_no}: invalid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise error(f"{path}:{line_no}: expected a JSON object")
-            yield line_no, rec
+            if line.strip():
+                yield line_no, json_object(line, path, error, line_no)
 
 
 def unwritable_reason(path: str | os.PathLike) -> str | None:

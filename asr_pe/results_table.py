@@ -74,6 +74,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -101,7 +102,6 @@ XZ_PRESET = 6
 _XZ_MAGIC = b"\xfd7zXZ\x00"
 # The columns every row has; a file whose own fields use one of these names is stored as text.
 RESERVED = ("run", "path", "kind", "set", "suffix", "data", "text")
-_GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 class ResultsTableError(ConfigError):
@@ -122,10 +122,9 @@ def archived_files(run_dir: Path, remedy_utts: bool = False) -> list[str]:
     run_dir = Path(run_dir)
     out = [name for name in (RUN_INFO, CONFIG) if (run_dir / name).is_file()]
     for set_dir in sorted(p for p in (run_dir / EVAL).glob("*/") if p.is_dir()):
-        names = [BUCKETS_CSV, BUCKETS_META, PER_UTT]
         meta = set_dir / BUCKETS_META
-        if not remedy_utts and meta.is_file() and is_remedy_result(meta):
-            names.remove(PER_UTT)
+        utts = remedy_utts or not (meta.is_file() and is_remedy_result(meta))
+        names = (BUCKETS_CSV, BUCKETS_META) + ((PER_UTT,) if utts else ())
         out += [f"{EVAL}/{set_dir.name}/{n}" for n in names if (set_dir / n).is_file()]
     out += [f"attention_stats/{n}" for n in ("attention_stats.csv", "attention_stats.md")
             if (run_dir / "attention_stats" / n).is_file()]
@@ -155,10 +154,9 @@ def _fixed_decimals(cells: list[str]) -> int | None:
     """k when every number among ``cells`` is written with exactly k decimals (``%.4f``: "7.0000")
     and at least one is; None otherwise."""
     numbers = [c for c in cells if re.fullmatch(r"-?[0-9]+\.[0-9]+", c)]
-    if not numbers or any(not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?|nan|-?inf|", c) for c in cells):
-        return None
     ks = {len(c.split(".")[1]) for c in numbers}
-    if len(ks) != 1 or len(numbers) != sum(1 for c in cells if re.fullmatch(r"-?[0-9.]+", c)):
+    # an integer cell ("7") is no number written with k decimals, so it fails the column too
+    if len(ks) != 1 or any(not re.fullmatch(r"-?[0-9]+\.[0-9]+|nan|-?inf|", c) for c in cells):
         return None
     k = ks.pop()
     return k if all(f"{float(c):.{k}f}" == c for c in numbers) else None
@@ -179,26 +177,19 @@ def _cell(text: str, decimals: int | None):
 
 
 def _cell_text(value, decimals: int | None) -> str:
-    if isinstance(value, str):
-        return value
     if isinstance(value, float):
         return f"{value:.{decimals}f}" if decimals is not None else repr(value)
     return str(value)
 
 
+_KIND_OF_NAME = {"per_utt.jsonl": "utt", "buckets.csv": "bucket", "attention_stats.csv": "attention"}
+_KIND_OF_SUFFIX = {".csv": "csv_row", ".jsonl": "jsonl_row", ".json": "json"}
+
+
 def _kind(rel: str) -> str:
     name = rel.rsplit("/", 1)[-1]
-    if name == "per_utt.jsonl":
-        return "utt"
-    if name == "buckets.csv":
-        return "bucket"
-    if name == "attention_stats.csv":
-        return "attention"
-    if name.endswith(".csv"):
-        return "csv_row"
-    if name.endswith(".jsonl"):
-        return "jsonl_row"
-    return "json" if name.endswith(".json") else "text"
+    suffix = "".join(name.rpartition(".")[1:])   # from the last dot on ("" and the whole name without one)
+    return _KIND_OF_NAME.get(name) or _KIND_OF_SUFFIX.get(suffix, "text")
 
 
 CSV_HEADER = "csv_header"   # the kind of a CSV file's first row: its column order and number formats
@@ -214,10 +205,8 @@ def _render(rows: list[dict]) -> str:
     if kind == CSV_HEADER:
         columns, decimals = rows[0]["data"]["columns"], rows[0]["data"]["decimals"]
         buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        for r in rows[1:]:
-            writer.writerow([_cell_text(r[k], decimals.get(k)) for k in columns])
+        csv.writer(buf, lineterminator="\n").writerows(
+            [columns] + [[_cell_text(r[k], decimals.get(k)) for k in columns] for r in rows[1:]])
         return buf.getvalue()
     return "".join(json.dumps({k: v for k, v in r.items() if k not in RESERVED}) + "\n" for r in rows)
 
@@ -250,14 +239,9 @@ def _eval_columns(rel: str, files: dict[str, str]) -> dict:
     parts = rel.split("/")
     if len(parts) != 3 or parts[0] != "eval":
         return {}
-    folder = parts[1]
-    test_set = folder
-    meta = files.get(f"eval/{folder}/buckets.meta.json")
-    if meta is not None:
-        try:
-            name = json.loads(meta).get("test_set")
-        except (ValueError, AttributeError):
-            name = None
+    folder = test_set = parts[1]
+    with contextlib.suppress(TypeError, ValueError, AttributeError):   # no meta file, not JSON, not an object
+        name = json.loads(files.get(f"eval/{folder}/buckets.meta.json")).get("test_set")
         if isinstance(name, str) and folder.startswith(name):
             test_set = name
     return {"set": test_set, "suffix": folder[len(test_set):]}
@@ -267,20 +251,17 @@ def table_rows(run: str, files: dict[str, str]) -> list[dict]:
     """The table rows of one run from its files (path inside the run -> text), paths sorted.
     A file whose rows would not render back to the same text is stored as text."""
     out = []
-    for rel in sorted(files):
-        text = files[rel]
-        kind = _kind(rel)
+    for rel, text in sorted(files.items()):
         extra = _eval_columns(rel, files)
         try:
-            rows = _rows_of_file(kind, text) if kind != "text" else None
+            rows = [{"run": run, "path": rel, "kind": r.pop("kind"), **extra, **r}
+                    for r in _rows_of_file(_kind(rel), text) or []]
         except ValueError:
-            rows = None
-        if rows is not None:
-            rows = [{"run": run, "path": rel, "kind": r.pop("kind"), **extra, **r} for r in rows]
-            if _render(rows) == text:
-                out += rows
-                continue
-        out.append({"run": run, "path": rel, "kind": "text", **extra, "text": text})
+            rows = []
+        if rows and _render(rows) == text:
+            out += rows
+        else:
+            out.append({"run": run, "path": rel, "kind": "text", **extra, "text": text})
     return out
 
 
@@ -294,22 +275,15 @@ def render_run(rows: Iterable[dict]) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- the table file
 
-def _open_table(path: Path):
-    """The table's text: xz, or gzip for a table written before xz (told apart by its first bytes,
-    so a table is read whatever its name)."""
-    with open(path, "rb") as f:
-        magic = f.read(len(_XZ_MAGIC))
-    if magic == _XZ_MAGIC:
-        return lzma.open(path, "rt", encoding="utf-8")
-    return gzip.open(path, "rt", encoding="utf-8")
-
-
 def read_table(path: str | os.PathLike) -> dict[str, list[dict]]:
     """Run name -> its rows, in table order (an xz table, or a gzip one written before xz)."""
     path = Path(path)
     runs: dict[str, list[dict]] = {}
     try:
-        with _open_table(path) as f:
+        # xz, or gzip for a table written before xz: told apart by the first bytes, whatever the name
+        with open(path, "rb") as f:
+            opener = lzma.open if f.read(len(_XZ_MAGIC)) == _XZ_MAGIC else gzip.open
+        with opener(path, "rt", encoding="utf-8") as f:
             for line_no, line in enumerate(f, start=1):
                 try:
                     row = json.loads(line)
@@ -345,17 +319,12 @@ def _is_table(path: Path) -> bool:
     return path.name in (TABLE_NAME, GZIP_TABLE_NAME) and path.is_file() and table_of(path.parent) == path
 
 
-def read_run_files(run_dir: Path, rels: Iterable[str]) -> dict[str, str]:
-    return {rel: (Path(run_dir) / rel).read_text(encoding="utf-8") for rel in rels}
-
-
 # ----------------------------------------------------------------------------- adding runs
 
 # The fields of run_info.json that say which run a folder holds: set at the run's first start (a
 # resume may not change them) and what the readers group runs by. A table names a run by its
 # folder's name, the readers' <study>/<run> path; `add` keeps that name bound to one identity.
 RUN_IDENTITY = ("system", "label", "pe", "loss", "encoder", "arm", "data", "seed", "remedy", "init_from")
-LOCK_NAME = f".{TABLE_NAME}.lock"
 
 
 @contextlib.contextmanager
@@ -364,17 +333,23 @@ def table_lock(study: str | os.PathLike) -> Iterator[None]:
     study's table, so that two writers at once each start from what the other wrote. The file is
     removed on release (a study folder is committed: nothing may be left in it); a waiter that gets
     the lock of a file removed meanwhile tries again, so two holders never overlap."""
-    path = Path(study) / LOCK_NAME
+    path = Path(study) / f".{TABLE_NAME}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            _flock_waiting(fd, path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:   # another writer holds it: say so (a wait, not a hang)
+                print(f"[results_table] waiting for another writer of {path.parent / TABLE_NAME}", file=sys.stderr)
+                fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
             os.close(fd)
             raise
-        if _names_open_file(path, fd):
-            break
+        # locked; go on unless the file was removed or replaced meanwhile (then lock the new one)
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.stat(path), os.fstat(fd)):
+                break
         os.close(fd)
     try:
         yield
@@ -383,54 +358,22 @@ def table_lock(study: str | os.PathLike) -> Iterator[None]:
         os.close(fd)
 
 
-def _flock_waiting(fd: int, path: Path) -> None:
-    """Lock ``fd``, saying on stderr when another writer holds the lock (a wait, not a hang)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"[results_table] waiting for another writer of {path.parent / TABLE_NAME}", file=sys.stderr)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-
-
-def _names_open_file(path: Path, fd: int) -> bool:
-    """Whether ``path`` still names the file open as ``fd`` (not removed or replaced since)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    own = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the table's rename durable: its writer fsyncs the bytes, this the directory entry."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def run_identity(rows: Iterable[dict]) -> dict:
     """`RUN_IDENTITY` of a run's rows (its run_info.json); an empty value and a missing key alike
     are None, so a run_info written before a field existed reads as the run it is."""
     text = render_run(r for r in rows if r["path"] == RUN_INFO).get(RUN_INFO, "{}")
-    try:
+    info = {}
+    with contextlib.suppress(ValueError):
         info = json.loads(text)
-    except ValueError:
-        info = {}
     info = info if isinstance(info, dict) else {}
-    return {k: info.get(k) if info.get(k) not in ("", None) else None for k in RUN_IDENTITY}
+    return {k: None if info.get(k) == "" else info.get(k) for k in RUN_IDENTITY}
 
 
 def _checkpoints(rows: Iterable[dict]) -> str:
     """The checkpoints a run's archived results were decoded from, as "step N (sha256 prefix)"."""
-    found = set()
-    for r in rows:
-        data = r.get("data") if r["kind"] == "json" and r["path"].endswith("/buckets.meta.json") else None
-        ck = data.get("checkpoint") if isinstance(data, dict) else None
-        if isinstance(ck, dict):
-            found.add(f"step {ck.get('global_step')} ({str(ck.get('sha256'))[:12]})")
+    metas = (r.get("data") for r in rows if r["kind"] == "json" and r["path"].endswith("/buckets.meta.json"))
+    cks = (meta.get("checkpoint") for meta in metas if isinstance(meta, dict))
+    found = {f"step {ck.get('global_step')} ({str(ck.get('sha256'))[:12]})" for ck in cks if isinstance(ck, dict)}
     return ", ".join(sorted(found)) or "none recorded"
 
 
@@ -447,7 +390,8 @@ def _incoming_runs(run_dirs: Iterable[str | os.PathLike], remedy_utts: bool) -> 
                 continue  # one folder given twice (e.g. by a glob and by its path)
             raise ResultsTableError(f"{first} and {d} are both named {d.name!r}: a study's table names a run by its "
                                     f"folder's name, so one would replace the other; rename one of them and add both")
-        out[d.name] = (d, table_rows(d.name, read_run_files(d, archived_files(d, remedy_utts))))
+        files = {rel: (d / rel).read_text(encoding="utf-8") for rel in archived_files(d, remedy_utts)}
+        out[d.name] = (d, table_rows(d.name, files))
     return out
 
 
@@ -494,7 +438,12 @@ def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike], *,
         write_table(table, runs)
         if source != table:
             source.unlink()
-        _fsync_dir(table.parent)
+        # make the rename durable: write_table fsyncs the table's bytes, this its directory entry
+        fd = os.open(table.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         if remove:
             folders = [folder for folder, _ in incoming.values()]
             _check(table, folders)  # read back from disk: every file of each folder renders
@@ -507,33 +456,23 @@ def convert_table(study: str | os.PathLike) -> tuple[Path, int]:
     """Rewrite ``<study>/results.jsonl.gz`` as ``<study>/results.jsonl.xz`` and remove the gzip
     one, once the xz table, read back, holds the same rows and renders every file of every run
     byte for byte as the gzip one did; returns (the xz table, the number of files compared)."""
-    with table_lock(study):
-        return _convert_table(Path(study))
-
-
-def _convert_table(study: Path) -> tuple[Path, int]:
+    study = Path(study)
     gz, xz = study / GZIP_TABLE_NAME, study / TABLE_NAME
-    if not gz.is_file():
-        raise ResultsTableError(f"{gz}: no gzip table to convert")
-    if xz.exists():
-        raise ResultsTableError(f"{xz} exists already: remove the out-of-date one of the two tables ({gz.name} is "
-                                f"not converted)")
-    runs = read_table(gz)
-    write_table(xz, runs)
-    again = read_table(xz)
-    n = 0
-    try:
+    with table_lock(study):
+        if not gz.is_file():
+            raise ResultsTableError(f"{gz}: no gzip table to convert")
+        if xz.exists():
+            raise ResultsTableError(f"{xz} exists already: remove the out-of-date one of the two tables ({gz.name} "
+                                    f"is not converted)")
+        runs = read_table(gz)
+        write_table(xz, runs)
+        again = read_table(xz)
+        # the same rows (types and all) render the same files: rendering is a function of the rows
         if list(again) != sorted(runs) or any(again[r] != runs[r] for r in runs):
+            xz.unlink()
             raise ResultsTableError(f"{xz}: does not read back the rows of {gz}")
-        for run, rows in runs.items():
-            before, after = render_run(rows), render_run(again[run])
-            if before.keys() != after.keys() or any(before[k].encode() != after[k].encode() for k in before):
-                raise ResultsTableError(f"{xz}: run {run} renders differently from {gz}")
-            n += len(before)
-    except ResultsTableError:
-        xz.unlink()
-        raise
-    gz.unlink()
+        n = sum(len(render_run(rows)) for rows in again.values())
+        gz.unlink()
     return xz, n
 
 
@@ -563,8 +502,7 @@ def _extract(table: Path) -> Path:
     sig = (st.st_mtime_ns, st.st_size)
     if str(study) in _extracted and _extracted[str(study)][0] == sig and _extracted[str(study)][1].is_dir():
         return _extracted[str(study)][1]
-    data = table.read_bytes()
-    key = hashlib.sha256(str(study).encode() + b"\0" + data).hexdigest()[:20]
+    key = hashlib.sha256(str(study).encode() + b"\0" + table.read_bytes()).hexdigest()[:20]
     base = _cache_root()
     entry = base / key
     inside = study.relative_to(study.anchor)
@@ -579,9 +517,13 @@ def _extract(table: Path) -> Path:
                     target.write_text(text, encoding="utf-8")
             (tmp / ".study").write_text(str(study), encoding="utf-8")
             (tmp / ".complete").write_text("")
-            for old in base.iterdir():      # earlier versions of this table
-                if old.name != key and not old.name.startswith(".") and _entry_study(old) == str(study):
-                    shutil.rmtree(old, ignore_errors=True)
+            # earlier versions of this table; an entry without .study (written before entries named
+            # their study) is left alone, as it may be another study's
+            for old in base.iterdir():
+                with contextlib.suppress(OSError):
+                    if (old.name != key and not old.name.startswith(".")
+                            and (old / ".study").read_text(encoding="utf-8") == str(study)):
+                        shutil.rmtree(old, ignore_errors=True)
             os.rename(tmp, entry)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -589,15 +531,6 @@ def _extract(table: Path) -> Path:
                 raise
     _extracted[str(study)] = (sig, entry / inside)
     return entry / inside
-
-
-def _entry_study(entry: Path) -> str | None:
-    """The study whose table ``entry`` holds (None for an entry written before entries named it:
-    left alone, as it may be another study's)."""
-    try:
-        return (entry / ".study").read_text(encoding="utf-8")
-    except OSError:
-        return None
 
 
 def logical_path(path: str | os.PathLike) -> Path:
@@ -637,18 +570,17 @@ def expand_run_paths(path: str | os.PathLike) -> list[tuple[Path, Path]] | None:
     none: ``<study>/<run>`` of a table, ``<study>/<pattern>`` (the table's runs matching it), the
     table itself (a shell's ``<study>/*``), or a folder with tables below it (every run of each)."""
     path = Path(path)
-    if _is_table(path):
-        return [(path.parent / n, _extract(path) / n) for n in runs_in(path.parent)] or None
     table = table_of(path.parent)
-    if not path.exists() and table.is_file():
-        names = [n for n in runs_in(path.parent) if fnmatch.fnmatchcase(n, path.name)] \
-            if _GLOB_CHARS.search(path.name) else [path.name] if path.name in runs_in(path.parent) else []
-        return [(path.parent / n, _extract(table) / n) for n in names] or None
-    if path.is_dir():
+    if not path.exists():   # <study>/<run> or <study>/<pattern>: a name without * ? [ matches only itself
+        tables, pattern = [table] if table.is_file() else [], path.name
+    elif path.is_dir():
         tables = sorted(t for name in (TABLE_NAME, GZIP_TABLE_NAME) for t in path.rglob(name) if _is_table(t))
-        found = [(t.parent / n, _extract(t) / n) for t in tables for n in runs_in(t.parent)]
-        return found or None
-    return None
+        pattern = "*"
+    else:
+        tables, pattern = [path] if _is_table(path) else [], "*"
+    found = [(t.parent / n, _extract(t) / n) for t in tables for n in runs_in(t.parent)
+             if fnmatch.fnmatchcase(n, pattern)]
+    return found or None
 
 
 # ----------------------------------------------------------------------------- command line
@@ -697,33 +629,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
-            for n in runs_in(args.study):
-                if fnmatch.fnmatchcase(n, args.pattern):
-                    print(args.study / n)
-            return 0
-        if args.command == "convert":
+            for n in fnmatch.filter(runs_in(args.study), args.pattern):
+                print(args.study / n)
+        elif args.command == "convert":
             for study in args.studies:
                 before = (study / GZIP_TABLE_NAME).stat().st_size if (study / GZIP_TABLE_NAME).is_file() else 0
                 xz, n = convert_table(study)
                 print(f"{xz}: {n} files render as from {GZIP_TABLE_NAME}; {before / 1e6:.2f} -> "
                       f"{xz.stat().st_size / 1e6:.2f} MB")
-            return 0
-        if args.command == "check":
+        elif args.command == "check":
             print(f"{_check(table_of(args.study), args.runs)} files identical")
-            return 0
-        table = args.study / TABLE_NAME
-        runs = args.runs or sorted(p.parent for p in args.study.glob(f"*/{RUN_INFO}"))
-        if not runs:
-            raise ResultsTableError(f"{args.study}: no run folders (*/{RUN_INFO}) to add")
-        missing = [str(d) for d in runs if not (d / RUN_INFO).is_file()]
-        if missing:
-            raise ResultsTableError(f"not run folders (no {RUN_INFO}): {', '.join(missing)}")
-        report = add_runs(table, runs, remedy_utts=args.remedy_utts, replace=args.replace, remove=args.remove)
-        for name, how in report.items():
-            print(f"{name}: {how}")
-        counts = {how: sum(h.split(" ")[0] == how for h in report.values()) for how in ("added", "replaced", "unchanged")}
-        print(f"{table}: {counts['added']} run(s) added, {counts['replaced']} replaced, {counts['unchanged']} "
-              f"unchanged{'; their folders removed' if args.remove else ''}")
+        else:
+            table = args.study / TABLE_NAME
+            runs = args.runs or sorted(p.parent for p in args.study.glob(f"*/{RUN_INFO}"))
+            if not runs:
+                raise ResultsTableError(f"{args.study}: no run folders (*/{RUN_INFO}) to add")
+            missing = [str(d) for d in runs if not (d / RUN_INFO).is_file()]
+            if missing:
+                raise ResultsTableError(f"not run folders (no {RUN_INFO}): {', '.join(missing)}")
+            report = add_runs(table, runs, remedy_utts=args.remedy_utts, replace=args.replace, remove=args.remove)
+            for name, how in report.items():
+                print(f"{name}: {how}")
+            counts = Counter(how.split(" ")[0] for how in report.values())   # "replaced (results of ...)"
+            print(f"{table}: {counts['added']} run(s) added, {counts['replaced']} replaced, {counts['unchanged']} "
+                  f"unchanged{'; their folders removed' if args.remove else ''}")
         return 0
     except (OSError, ValueError) as e:   # ResultsTableError, and a file that is not UTF-8 text
         print(f"error: {e}", file=sys.stderr)

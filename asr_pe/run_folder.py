@@ -39,7 +39,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.errors import MissingFileError
-from asr_pe.io import atomic_write_json, atomic_write_text
+from asr_pe.io import atomic_write_json, atomic_write_text, json_object
 
 # ----------------------------------------------------------------------------- names
 
@@ -64,14 +64,12 @@ METRICS = "metrics.csv"
 TENSORBOARD = "tb"
 
 EVAL = "eval"
-EVAL_DONE_NAME = "done.json"
 PER_UTT = "per_utt.jsonl"
 BUCKETS_CSV = "buckets.csv"
 BUCKETS_MD = "buckets.md"
 BUCKETS_META = "buckets.meta.json"
 # The files every evaluated set has (buckets.meta.json too when written by evaluate_run).
 EVAL_FILES = (PER_UTT, BUCKETS_CSV, BUCKETS_MD)
-LADDER = "ladder"                  # eval/ladder/: the length-ladder report and choice
 
 # Files and folders only a run writes (Hydra's own `.hydra/` and `<job>.log` are not among them:
 # Hydra writes them into the folder before the run starts).
@@ -109,8 +107,7 @@ def find_checkpoint(run_dir: str | Path, which: str = BEST) -> Path:
 
 
 def has_checkpoints(run_dir: str | Path) -> bool:
-    ckpt_dir = checkpoint_dir(run_dir)
-    return ckpt_dir.is_dir() and any(ckpt_dir.glob(f"*{CHECKPOINT_SUFFIX}"))
+    return any(checkpoint_dir(run_dir).glob(f"*{CHECKPOINT_SUFFIX}"))   # nothing when it is no folder
 
 
 def logs_dir(run_dir: str | Path) -> Path:
@@ -143,11 +140,12 @@ def result_names(run_dir: str | Path) -> list[str]:
 
 
 def ladder_dir(run_dir: str | Path) -> Path:
-    return eval_dir(run_dir) / LADDER
+    """``eval/ladder/``: the length-ladder report and choice."""
+    return eval_dir(run_dir) / "ladder"
 
 
 def eval_done_path(run_dir: str | Path) -> Path:
-    return eval_dir(run_dir) / EVAL_DONE_NAME
+    return eval_dir(run_dir) / "done.json"
 
 
 # ----------------------------------------------------------------------------- config.yaml
@@ -172,13 +170,7 @@ def write_config(run_dir: str | Path, cfg: DictConfig) -> None:
 def read_run_info(run_dir: str | Path, error: type[Exception] = ValueError) -> dict:
     """``run_info.json`` as a dict; invalid JSON or a non-object raises ``error("<path>:<line>: ...")``."""
     path = run_info_path(run_dir)
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise error(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
-    if not isinstance(info, dict):
-        raise error(f"{path}:1: expected a JSON object")
-    return info
+    return json_object(path.read_text(encoding="utf-8"), path, error)
 
 
 def write_run_info(run_dir: str | Path, info: Mapping[str, Any]) -> None:
@@ -218,9 +210,8 @@ def eval_done(run_dir: str | Path) -> bool:
         sets, checkpoint = done["test_sets"], done.get("checkpoint")
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    if not sets or not all((result_dir(run_dir, s) / f).exists() for s in sets for f in EVAL_FILES):
-        return False
-    return checkpoint is None or all(_recorded_checkpoint(result_dir(run_dir, s)) == checkpoint for s in sets)
+    return (bool(sets) and all((result_dir(run_dir, s) / f).exists() for s in sets for f in EVAL_FILES)
+            and (checkpoint is None or all(_recorded_checkpoint(result_dir(run_dir, s)) == checkpoint for s in sets)))
 
 
 def _recorded_checkpoint(folder: Path) -> Any:
@@ -246,13 +237,12 @@ def training_remedy(cfg: Mapping[str, Any]) -> str:
     ``randpos:<s>`` (encoder.position_map), ``concat:<s>`` (data.concat_max_seconds), joined by '+';
     ``finetune`` first for a run started from another run's weights (``init_from``)."""
     parts = ["finetune"] if cfg.get("init_from") else []
-    pmap = (cfg.get("encoder") or {}).get("position_map")
-    if pmap:
-        if pmap.get("kind") == "scale":
-            lo, hi = pmap.get("range")
-            parts.append(f"posscale:{float(lo):g}-{float(hi):g}")
-        elif pmap.get("kind") == "randomized":
-            parts.append(f"randpos:{float(pmap.get('max_seconds')):g}")
+    pmap = (cfg.get("encoder") or {}).get("position_map") or {}
+    if pmap.get("kind") == "scale":
+        lo, hi = pmap.get("range")
+        parts.append(f"posscale:{float(lo):g}-{float(hi):g}")
+    elif pmap.get("kind") == "randomized":
+        parts.append(f"randpos:{float(pmap.get('max_seconds')):g}")
     concat = (cfg.get("data") or {}).get("concat_max_seconds")
     if concat:
         parts.append(f"concat:{float(concat):g}")
@@ -270,11 +260,7 @@ def run_label(run: Mapping[str, Any]) -> str:
         return str(run.get("label") or f"{run.get('pe', '?')}/{run.get('loss', '?')}")
     label = f"{pe_label(run['pe'])}/{run['loss']['name']}"
     remedy = training_remedy(run)
-    if remedy:
-        label += f" {remedy}"
-    if run.get("arm"):
-        label += f" [{run['arm']}]"
-    return label
+    return label + (f" {remedy}" if remedy else "") + (f" [{run['arm']}]" if run.get("arm") else "")
 
 
 __all__ = [

@@ -40,10 +40,6 @@ class RunInUseError(UserError, RuntimeError):
     """Another live process holds the run folder's lock."""
 
 
-def _program() -> str:
-    return Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-
-
 def _acquire(run_dir: Path, program: str) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
@@ -56,7 +52,8 @@ def _acquire(run_dir: Path, program: str) -> int:
             f"{run_dir} is in use by another process ({holder}); wait for it to finish, or give this "
             f"run another folder (run_dir=...)") from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} ({program or _program()}) on {socket.gethostname()} since "
+    program = program or (Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python")
+    os.pwrite(fd, f"pid {os.getpid()} ({program}) on {socket.gethostname()} since "
                   f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
     _held[run_dir] = fd
     return fd
