@@ -2266,10 +2266,10 @@ def _transducer_choice(run: str) -> dict:
     return json.loads((TRANSDUCER / "reports" / f"{run}.choice.json").read_text())
 
 
-def _transducer_pair(d, pe: str, other: str, loss: str) -> list[float]:
-    """``pe`` minus ``other`` in context at 160 s, seed 2, with the transducer or CTC head, paired."""
+def _transducer_pair(d, pe: str, other: str, loss: str, seed: int = 2) -> list[float]:
+    """``pe`` minus ``other`` in context at 160 s, one seed, with the transducer or CTC head, paired."""
     folder = TRANSDUCER if loss == "transducer" else LADDER
-    return list(d.ladder_difference((str(folder / f"{pe}_{loss}_s2"),), (str(folder / f"{other}_{loss}_s2"),),
+    return list(d.ladder_difference((str(folder / f"{pe}_{loss}_s{seed}"),), (str(folder / f"{other}_{loss}_s{seed}"),),
                                     "gap500ms", 160))
 
 
@@ -2289,11 +2289,11 @@ def _transducer_window(run: str) -> list[float]:
 
 
 def _transducer_runs_archived(d) -> list[str]:
-    """The runs the transducer documents count: these six, and no other."""
+    """The runs the transducer documents count: these seven, and no other."""
     from asr_pe.results_table import runs_in
     r = sorted(runs_in(TRANSDUCER))
     return [] if r == ["cape_transducer_s2", "none_transducer_s2", "none_transducer_s3", "relative_transducer_s2",
-                       "rope_transducer_s2", "sinusoidal_transducer_s2"] \
+                       "rope_transducer_s2", "sinusoidal_transducer_s2", "sinusoidal_transducer_s3"] \
         else [f"archived: {r}"]
 
 
@@ -2319,7 +2319,23 @@ TRANSDUCER_NOTE_CLAIMS = [
     Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
          lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
                                              for x in (5, 10, 20, 40, 80, 160)])),
-    Fact("the archive holds six transducer runs", "6 of the 10 runs archived", _transducer_runs_archived),
+    Fact("the archive holds seven transducer runs", "7 of the 10 runs archived", _transducer_runs_archived),
+    Claim("sinusoidal s3: against CTC", "decoded alone\n  3.25 % CER on the 2-3 s utterances (CTC's seed 3: {} %); in context {}× [{}, {}] at\n"
+          "  160 s, CTC {}× [{}, {}], paired {} [{}, {}]. Sinusoidal minus `none` at seed 3:\n  +{} [+{}, +{}] with the "
+          "transducer, +{} [+{}, +{}] with CTC".replace("3.25", "{}"),
+          lambda d: [*_transducer_vs_ctc(d, "sinusoidal", 3), *_transducer_pair(d, "sinusoidal", "none", "transducer", 3),
+                     *_transducer_pair(d, "sinusoidal", "none", "ctc", 3)]),
+    Fact("sinusoidal s3: less than with CTC, more than none", "Sinusoidal seed 3 again degrades less than with CTC, more than `none`",
+         lambda d: ([] if _transducer_vs_ctc(d, "sinusoidal", 3)[10] < 0 else ["not below CTC"])
+         + ([] if _transducer_pair(d, "sinusoidal", "none", "transducer", 3)[1] > 0 else ["not above none"])),
+    Fact("sinusoidal s3: rises at each doubling", "Its ratio rises at\n  each doubling again",
+         lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s3"),), "gap500ms", r).ratio
+                                      for r in (5, 10, 20, 40, 80, 160)])),
+    Claim("sinusoidal s3: window:5 chosen on dev", "The dev ladder chose `window:5` ({} % against {} %\n  plain, `window:2.5` {} %); "
+          "test {} % against {} % plain",
+          lambda d: [(c := _transducer_choice("sinusoidal_transducer_s3"))["dev_rates"]["window:5"], c["dev_rates"]["plain"],
+                     c["dev_rates"]["window:2.5"], c["test_rate_chosen"], c["test_rate_plain"]]
+          + ([] if c["chosen"] == "window:5" else [float("nan")])),
     Claim("none s3: against CTC", "3.23 % CER on the 2-3 s utterances decoded alone\n  (CTC seed 3: {} %); in context {}× [{}, {}] "
           "at 160 s against CTC's {}× [{}, {}],\n  paired {} [{}, {}]".replace("3.23", "{}"),
           lambda d: [*(v := _transducer_vs_ctc(d, "none", 3))[:2], *v[2:]]),
@@ -2383,7 +2399,7 @@ TRANSDUCER_NOTE_CLAIMS = [
 
 # RESULTS.md's summary of the transducer arm
 CLAIMS += [
-    Fact("transducer: the runs so far", "So far (6 of the 10 runs)", _transducer_runs_archived),
+    Fact("transducer: the runs so far", "So far (7 of the 10 runs)", _transducer_runs_archived),
     Fact("transducer: RoPE needs the window more than with CTC", "a transducer with RoPE still needs the window, "
          "more than CTC does",
          lambda d: ([] if _transducer_vs_ctc(d, "rope", 2)[9] > 0 else ["paired CI not above CTC"])
