@@ -123,45 +123,68 @@ case "$1" in
   scripts/attention_vs_length.py)
     mkdir -p "${2#run=}/attention_stats" && touch "${2#run=}/attention_stats/attention_stats.csv" ;;
   train.py)
+    # a lane that must still be training when another commits (the shared-stage test)
+    if [ -n "${FAKE_TRAIN_WAITS_FOR:-}" ]; then
+      for i in $(seq 1 600); do [ -e "$FAKE_TRAIN_WAITS_FOR" ] && break; sleep 0.1; done
+    fi
     loss=ctc
     for a in "$@"; do case "$a" in hydra.sweep.dir=*) d=${a#*=} ;; pe=*) pe=${a#*=} ;; seed=*) seed=${a#*=} ;;
       loss=*) loss=${a#*=} ;; esac; done
     mkdir -p "$d/${pe}_${loss}_s${seed}/eval" && touch "$d/${pe}_${loss}_s${seed}/eval/done.json" ;;
-  -m) [ "$3" = add ] && mkdir -p "$4" && touch "$4/results.jsonl.xz" ;;
+  -m) [ "$3" = add ] && mkdir -p "$4" && basename "$5" >> "$4/results.jsonl.xz" ;;   # the table: a run a line
 esac
 exit 0
 '''
 
 
-def _lane(tmp_path, *, with_code: bool, stages=("3", "4"), summary_fails: str = "", extra=()):
-    """A checkout holding backlog.sh (and, ``with_code``, the files stages 3-4 need), a stand-in Python
-    that records its calls and writes what each step leaves, and checked inputs."""
+def _checkout(path: Path, *, with_code: bool) -> Path:
+    """A git checkout holding backlog.sh (and, ``with_code``, the files stages 3-4 need)."""
+    import subprocess
+
+    (path / "recipes" / "synth" / "study").mkdir(parents=True)
+    shutil.copy(REPO / "recipes" / "synth" / "study" / "backlog.sh", path / "recipes" / "synth" / "study")
+    shutil.copy(REPO / "recipes" / "python.sh", path / "recipes")
+    if with_code:
+        for rel in ("scripts/evaluate_rates.py", "asr_pe/models/transducer.py"):
+            (path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (path / rel).write_text("")
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "start"], check=True)
+    return path
+
+
+def _start_lane(tmp_path, repo: Path, work: Path, *, stages=("3", "4"), summary_fails: str = "", extra=(),
+                env_extra=None):
+    """backlog.sh of ``repo`` started with a stand-in Python that records its calls (in
+    tmp_path/calls.log) and writes what each step leaves, on checked inputs in ``work``."""
     import os
     import subprocess
 
-    repo = tmp_path / "repo"
-    (repo / "recipes" / "synth" / "study").mkdir(parents=True)
-    shutil.copy(REPO / "recipes" / "synth" / "study" / "backlog.sh", repo / "recipes" / "synth" / "study")
-    shutil.copy(REPO / "recipes" / "python.sh", repo / "recipes")
-    if with_code:
-        for rel in ("scripts/evaluate_rates.py", "asr_pe/models/transducer.py"):
-            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-            (repo / rel).write_text("")
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
-                    "--allow-empty", "-m", "start"], check=True)
     exe = tmp_path / "python"
-    exe.write_text(FAKE_PYTHON.replace("REAL_PYTHON", sys.executable))
-    exe.chmod(0o755)
-    work = tmp_path / "work"
-    (work).mkdir()
+    if not exe.exists():
+        exe.write_text(FAKE_PYTHON.replace("REAL_PYTHON", sys.executable))
+        exe.chmod(0o755)
+    work.mkdir(exist_ok=True)
     (work / "inputs_checked").write_text("checked\n")
     env = {**os.environ, "PYTHON": str(exe), "FAKE_LOG": str(tmp_path / "calls.log"), "ASR_PE_CACHE": str(tmp_path),
-           "FAKE_SUMMARY_FAILS": summary_fails, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    proc = subprocess.run(["bash", str(repo / "recipes" / "synth" / "study" / "backlog.sh"), "--stage", stages[0],
-                           "--stop_stage", stages[1], "--work_dir", str(work), "--nice", "0", *extra],
-                          capture_output=True, text=True, env=env,
-                          timeout=300)
+           "FAKE_SUMMARY_FAILS": summary_fails, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", **(env_extra or {})}
+    return subprocess.Popen(["bash", str(repo / "recipes" / "synth" / "study" / "backlog.sh"), "--stage", stages[0],
+                             "--stop_stage", stages[1], "--work_dir", str(work), "--nice", "0", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _lane(tmp_path, *, with_code: bool, stages=("3", "4"), summary_fails: str = "", extra=()):
+    """One lane in its own checkout, run to its end: (the finished process, the stand-in's calls,
+    the checkout, the work folder)."""
+    import subprocess
+
+    repo = _checkout(tmp_path / "repo", with_code=with_code)
+    work = tmp_path / "work"
+    lane = _start_lane(tmp_path, repo, work, stages=stages, summary_fails=summary_fails, extra=extra)
+    out, err = lane.communicate(timeout=300)
+    proc = subprocess.CompletedProcess(lane.args, lane.returncode, out, err)
     calls = (tmp_path / "calls.log").read_text().splitlines() if (tmp_path / "calls.log").exists() else []
     return proc, calls, repo, work
 
@@ -192,6 +215,36 @@ def test_stages_3_and_4_train_the_cape_parts_and_the_transducer_arm_and_commit_e
     assert log[-2].startswith("issue 45 point 4: cape_shift_only, cape_ctc_s4 trained, on the ladder and the tempo ladder;")
     assert log[0].startswith("issue 44 point 5: cape_transducer_s3 trained, on the ladder;")
     assert (repo / "recipes/synth/study/cape_parts/cape_local_only/reports/cape_ctc_s3.choice.json").exists()
+
+
+def test_two_lanes_sharing_stage_4_each_archive_on_top_of_the_other_s_commit(tmp_path):
+    # lane B starts (and copies the committed table) before lane A commits its first run, and is still
+    # training when A commits: B must add its runs to A's committed table, not to its stale copy
+    commit_repo = _checkout(tmp_path / "main", with_code=True)
+    a_repo, b_repo = (_checkout(tmp_path / name, with_code=True) for name in ("a", "b"))
+    dest = "recipes/synth/study/transducer"
+    a_first = commit_repo / dest / "reports" / "none_transducer_s2.md"
+    b = _start_lane(tmp_path, b_repo, tmp_path / "work_b", stages=("4", "4"),
+                    extra=("--commit_repo", str(commit_repo), "--pes", "rope"),
+                    env_extra={"FAKE_TRAIN_WAITS_FOR": str(a_first)})
+    a = _start_lane(tmp_path, a_repo, tmp_path / "work_a", stages=("4", "4"),
+                    extra=("--commit_repo", str(commit_repo), "--pes", "none,sinusoidal"))
+    for lane in (a, b):
+        out, err = lane.communicate(timeout=300)
+        assert lane.returncode == 0, out[-3000:] + err[-3000:]
+    table = (commit_repo / dest / "results.jsonl.xz").read_text().split()
+    assert sorted(table) == sorted(f"{pe}_transducer_s{seed}" for pe in ("none", "sinusoidal", "rope")
+                                   for seed in (2, 3))
+    log = subprocess_log(commit_repo)
+    assert len(log) == 1 + 6 and all(line.startswith("issue 44 point 5: ") for line in log[:-1])
+    trained = [c for c in (tmp_path / "calls.log").read_text().splitlines() if c.startswith("train.py")]
+    assert len(trained) == 6   # each run by one lane
+
+
+def test_a_pe_outside_the_transducer_arm_is_refused_before_anything_runs(tmp_path):
+    proc, calls, _, _ = _lane(tmp_path, with_code=True, stages=("4", "4"), extra=("--pes", "none,shaw"))
+    assert proc.returncode == 2 and not calls
+    assert "error: --pes: no PE shaw in the transducer arm" in proc.stdout
 
 
 def test_a_run_whose_archiving_fails_after_its_rows_are_staged_stops_the_lane(tmp_path):

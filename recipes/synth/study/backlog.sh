@@ -54,8 +54,11 @@
 #
 # Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 5] [--work_dir DIR] [--commit_repo DIR]
 #                                      [--threads 1] [--nice 10] [--arms frontend70,conformer,frontend70_long]
+#                                      [--pes none,sinusoidal,rope,relative,cape]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
 #   --arms         stage 5's arms, in this order (two lanes can share the stage: one arm each)
+#   --pes          stage 4's PEs, in this order (two lanes can share the stage: one set of PEs each;
+#                  lanes take turns to archive, each on top of what the others committed)
 #   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
 # Cost (2 shared CPU cores, 1 thread): training 15-20 min, the plain ladder ~25 min, each dev
 # candidate ~8 min, the chosen setting on test ~10 min: ~1 h per run in stage 1, ~1.5 h in stage 2
@@ -70,6 +73,7 @@ commit_repo=""
 threads=1
 niceness=10
 arms=frontend70,conformer,frontend70_long
+transducer_pes=none,sinusoidal,rope,relative,cape
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=$2; shift 2 ;;
@@ -79,6 +83,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --nice) niceness=$2; shift 2 ;;
     --arms) arms=$2; shift 2 ;;
+    --pes) transducer_pes=$2; shift 2 ;;
     -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1; see $0 --help" >&2; exit 2 ;;
   esac
@@ -109,6 +114,12 @@ arm_runs() {
 }
 IFS=, read -r -a arm_list <<< "$arms"
 for arm in "${arm_list[@]}"; do arm_runs "$arm"; done
+IFS=, read -r -a transducer_pe_list <<< "$transducer_pes"
+for pe in "${transducer_pe_list[@]}"; do
+  case "$pe" in none|sinusoidal|rope|relative|cape) ;;
+    *) log "error: --pes: no PE $pe in the transducer arm (none, sinusoidal, rope, relative, cape)"; exit 2 ;;
+  esac
+done
 log "backlog: code $repo ($(git -C "$repo" rev-parse --short HEAD)), commits to $commit_repo, work in $work_dir"
 log "  python $PYTHON: $("$PYTHON" -c 'import asr_pe; print(asr_pe.__file__)')"
 
@@ -179,13 +190,6 @@ one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [overri
   local rep="" reproduced=new
   local -a paths=("$dest/results.jsonl.xz" "$dest/reports/$run.md" "$dest/reports/$run.choice.json")
   mkdir -p "$repo/$dest"
-  if [ -n "$origin" ]; then
-    rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$origin" --out "$repo/$dest/retrained.jsonl") \
-      || { log "  $run: reproduction check FAILED"; return 1; }
-    log "  $run: reproduction of $origin/$run: $rep"
-    reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
-    paths+=("$dest/retrained.jsonl")
-  fi
   log "  $run: ladder, candidates [$cands] (log $runlog)"
   run_py scripts/evaluate_ladder.py run="$rundir" ladder="$ladder_dir" device=cpu "candidates=[$cands]" \
     >> "$runlog" 2>&1 || { log "  $run: evaluate_ladder FAILED (see $runlog)"; return 1; }
@@ -194,6 +198,19 @@ one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [overri
     run_py scripts/evaluate_rates.py run="$rundir" axis="$rate" device=cpu \
       "data.test=[$ladder_dir/ladder_test_alone.jsonl]" >> "$runlog" 2>&1 \
       || { log "  $run: evaluate_rates FAILED (see $runlog)"; return 1; }
+  fi
+  # Lanes that share <dest> take turns from here to the commit: each adds its run to the files the
+  # others committed (sync_dest again: they may have archived since this run started). The lock is
+  # the commit checkout's, released at the commit or when the lane exits.
+  exec 8> "$(git -C "$commit_repo" rev-parse --absolute-git-dir)/asr_pe-backlog-archive.lock"
+  flock 8
+  sync_dest "$dest"
+  if [ -n "$origin" ]; then
+    rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$origin" --out "$repo/$dest/retrained.jsonl") \
+      || { log "  $run: reproduction check FAILED"; flock -u 8; return 1; }
+    log "  $run: reproduction of $origin/$run: $rep"
+    reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
+    paths+=("$dest/retrained.jsonl")
   fi
   # (set -e does not act inside a function called with ||: every step checks its own status)
   run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive${arm:+/$arm}" > /dev/null \
@@ -211,6 +228,7 @@ one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [overri
     line="$what: ${arm:+$arm, }$run trained, on the ladder${rate:+ and the $rate ladder}; $line"
   fi
   commit_paths "$line" "${paths[@]}" || stop_lane "$run: commit FAILED" "$repo/$dest" "$run"
+  flock -u 8
 }
 
 # needs_code WHAT FILE: the stage's code (FILE, a module or script) is in this checkout; else one line
@@ -278,7 +296,7 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   log "stage 4: the transducer arm (issue 44 point 5), five PEs, seeds 2, 3 -> recipes/synth/study/transducer"
   if needs_code "stage 4" asr_pe/models/transducer.py; then
     for seed in 2 3; do
-      for pe in none sinusoidal rope relative cape; do
+      for pe in "${transducer_pe_list[@]}"; do
         cands="window:2.5"; [ "$pe" = sinusoidal ] && cands="window:2.5,window:5"
         one_run "issue 44 point 5" "$pe" "$seed" recipes/synth/study/transducer "" "$cands" transducer || failed=1
       done
