@@ -87,6 +87,19 @@ def test_the_staged_run_keeps_its_own_test_decodings_and_drops_the_dev_pool_s_ut
     assert "eval/ladder_dev_nogap_5/buckets.csv" in kept and "eval/ladder_dev_nogap_5/per_utt.jsonl" not in kept
 
 
+def test_the_staged_run_keeps_the_rate_ladders_of_test_and_nothing_else_of_eval(tmp_path):
+    # stage 6 archives the hop ladder of `test`; a folder that is no set of any stage stays out
+    run = _write_out(STUDY / "seeds", "rope_ctc_s4", tmp_path / "runs")
+    for name in ("test_hop8", "test_tempo1p3", "test_window2p5", "ladder"):
+        (run / "eval" / name).mkdir(parents=True)
+        for f in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl"):
+            (run / "eval" / name / f).write_text((run / "eval" / "test" / f).read_text())
+    staged = backlog.stage(run, tmp_path / "archive")
+    sets = sorted(p.name for p in (staged / "eval").iterdir())
+    assert sets == ["longform", "test", "test_hop8", "test_tempo1p3"]
+    assert (staged / "eval" / "test_hop8" / "per_utt.jsonl").is_file()
+
+
 def test_the_reproduction_check_reads_the_main_study_s_archive_that_names_its_checkpoint_only(tmp_path):
     """study/runs/ predates checkpoint records ("checkpoint": "best.ckpt", no step): a retrain of
     one of its runs, whose meta records the step, is judged by its hypotheses alone."""
@@ -307,6 +320,28 @@ def test_stage_2_archives_each_seed_in_its_own_table(tmp_path):
     assert adds == [f"{ladder}/more_pes"] * 7 + [f"{ladder}/more_pes/seed1"] * 7
     assert (repo / "recipes/synth/study/ladder/more_pes/seed1/reports/shaw_ctc_s1.choice.json").exists()
     assert not (repo / "recipes/synth/study/ladder/more_pes/reports/shaw_ctc_s1.choice.json").exists()
+
+
+def test_stage_6_trains_cape_s_parts_again_and_archives_their_hop_ladder_of_test(tmp_path):
+    proc, calls, repo, work = _lane(tmp_path, with_code=True, stages=("6", "6"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    train = [c for c in calls if c.startswith("train.py")]
+    assert len(train) == 4 * 2   # four arms, seeds 4 then 3
+    # stage 3's command: the arm's overrides and its name
+    assert train[0] == (f"train.py -m experiment=synth_study hydra.sweep.dir={work}/runs/hop/cape_shift_only pe=cape "
+                        "seed=4 pe.input.max_local_shift=0 pe.input.max_global_scaling=1 arm=cape_shift_only")
+    assert train[-1] == (f"train.py -m experiment=synth_study hydra.sweep.dir={work}/runs/hop/cape_shift60 pe=cape "
+                         "seed=3 pe.input.max_global_shift=60 arm=cape_shift60")
+    first = f"{work}/runs/hop/cape_shift_only/cape_ctc_s4"
+    after = [c for c in calls[calls.index(train[0]) + 1:calls.index(train[1])] if not c.startswith("-c")]
+    dest = repo / "recipes/synth/study/cape_parts/hop/cape_shift_only"
+    assert after[0] == f"scripts/evaluate_rates.py run={first} axis=hop_ms data.test=test device=cpu"
+    assert after[1] == (f"recipes/synth/study/backlog.py reproduce {first} --study recipes/synth/study/cape_parts/"
+                        f"cape_shift_only --out {dest}/retrained.jsonl")
+    assert not [c for c in calls if "evaluate_ladder.py" in c]   # the length ladder is archived already
+    log = subprocess_log(repo)
+    assert len(log) == 1 + 8 and log[0].startswith("issue 45 point 4: cape_parts/hop/cape_shift60, cape_ctc_s3 retrained")
+    assert (dest / "results.jsonl.xz").read_text().split() == ["cape_ctc_s4", "cape_ctc_s3"]
 
 
 def test_stage_5_runs_the_arms_it_is_given_in_their_order(tmp_path):

@@ -108,7 +108,8 @@ def stage(run: Path, out: Path) -> Path:
     """``out/<run>/``: run_info.json, config.yaml, the ladder sets' results (eval/ladder_*; the dev
     pool's sets without their per-utterance scores, as ladder/README.md archives them) and the
     retrained model's own test and long-form decodings (eval/test, eval/longform: a retrain that
-    does not reproduce the archived run is another model, whose results must be on record too);
+    does not reproduce the archived run is another model, whose results must be on record too),
+    and the rate ladders of test (eval/test_hop*, eval/test_tempo*: stage 6);
     the report (eval/ladder/) is archived by `reports`."""
     dest = out / run.name
     if dest.exists():
@@ -116,7 +117,8 @@ def stage(run: Path, out: Path) -> Path:
     dest.mkdir(parents=True)
     for name in ("run_info.json", "config.yaml"):
         shutil.copy2(run / name, dest / name)
-    for d in sorted([*(run / "eval").glob("ladder_*"), run / "eval" / "test", run / "eval" / "longform"]):
+    for d in sorted([*(run / "eval").glob("ladder_*"), run / "eval" / "test", run / "eval" / "longform",
+                     *(run / "eval").glob("test_hop*"), *(run / "eval").glob("test_tempo*")]):
         if not d.is_dir():
             continue
         (dest / "eval" / d.name).mkdir(parents=True)

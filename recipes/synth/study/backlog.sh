@@ -27,7 +27,13 @@
 #            per_bucket=50, the 0.5 s-gap rungs and the single utterances, with the commit
 #            checkout's code) -> study/attention/arms/<arm>/ (the run's own test and long-form
 #            decodings and attention_stats/ in the table; no ladder decoding)
-#   Stages 3-4 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
+#   stage 6: issue 45 point 4, CAPE's parts on the hop ladder: each arm of stage 3 (seeds 4, 3) trained
+#            again with stage 3's command, compared with its archive (study/cape_parts/<arm>/), and
+#            decoded on the hop ladder of `test` (feature hops 8, 9, 11, 12 ms; 10 ms is `test`), as
+#            study/rate/ decoded the baselines -> study/cape_parts/hop/<arm>/ (the run's own test and
+#            long-form decodings and the hop sets; no length ladder); a folder of its own, so that
+#            cape_parts/<arm>/, which its README quotes, stays what it quotes
+#   Stages 3-4 and 6 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
 #   worktree of such a commit, one commit for all the runs of a stage.
 #   Training since da33d49 (2026-11-27: SpecAugment's masks from a seed per item, the steps' random
 #   state carried across resumes) draws other masks than the archived runs were trained with: step 2
@@ -52,7 +58,7 @@
 # study/ladder/ (seeds 2, 3), which RESULTS.md and the READMEs quote, stay what they quote until a
 # folder is complete.
 #
-# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 5] [--work_dir DIR] [--commit_repo DIR]
+# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 6] [--work_dir DIR] [--commit_repo DIR]
 #                                      [--threads 1] [--nice 10] [--arms frontend70,conformer,frontend70_long]
 #                                      [--pes none,sinusoidal,rope,relative,cape]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
@@ -67,7 +73,7 @@ set -euo pipefail
 # One { ... } block, read whole before it runs: editing this file mid-run cannot change the running copy.
 {
 stage=0
-stop_stage=5
+stop_stage=6
 work_dir=$HOME/asr_pe_backlog
 commit_repo=""
 threads=1
@@ -361,6 +367,57 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
       done
     done
   done
+fi
+# CAPE's parts on the hop ladder (stage 6): one arm's run trained again, compared with its archive,
+# decoded on the hop ladder of `test`, archived and committed
+hop_run() {  # arm seed
+  local arm=$1 seed=$2
+  local run=cape_ctc_s${seed} dest=recipes/synth/study/cape_parts/hop/$arm
+  local runs_dir=$work_dir/runs/hop/$arm
+  local rundir=$runs_dir/$run runlog=$work_dir/logs/hop-$arm-$run.log
+  if run_py recipes/synth/study/backlog.py archived "$commit_repo/$dest" "$run" --table-only; then
+    log "  hop/$arm/$run: archived in $dest, skipped"; return 0
+  fi
+  if [ ! -f "$rundir/eval/done.json" ]; then
+    log "  hop/$arm/$run: training (log $runlog)"
+    # shellcheck disable=SC2046  # the arm's overrides, one word each
+    run_py train.py -m experiment=synth_study hydra.sweep.dir="$runs_dir" pe=cape seed="$seed" \
+      $(cape_arm "$arm") arm="$arm" >> "$runlog" 2>&1 || { log "  hop/$arm/$run: training FAILED (see $runlog)"; return 1; }
+  fi
+  [ -f "$rundir/eval/done.json" ] || { log "  hop/$arm/$run: no eval/done.json after training (see $runlog)"; return 1; }
+  log "  hop/$arm/$run: the hop ladder of test (log $runlog)"
+  run_py scripts/evaluate_rates.py run="$rundir" axis=hop_ms data.test=test device=cpu >> "$runlog" 2>&1 \
+    || { log "  hop/$arm/$run: evaluate_rates FAILED (see $runlog)"; return 1; }
+  exec 8> "$(git -C "$commit_repo" rev-parse --absolute-git-dir)/asr_pe-backlog-archive.lock"   # as one_run
+  flock 8
+  sync_dest "$dest"
+  mkdir -p "$repo/$dest"
+  local rep reproduced
+  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "recipes/synth/study/cape_parts/$arm" \
+        --out "$repo/$dest/retrained.jsonl") || { log "  hop/$arm/$run: reproduction check FAILED"; flock -u 8; return 1; }
+  log "  hop/$arm/$run: reproduction of study/cape_parts/$arm/$run: $rep"
+  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
+  run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive/hop/$arm" > /dev/null \
+    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/hop/$arm/$run" --remedy-utts \
+    && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive/hop/$arm/$run" \
+    || stop_lane "hop/$arm/$run: archiving FAILED" "$repo/$dest" "$run"
+  commit_paths "issue 45 point 4: cape_parts/hop/$arm, $run retrained (archived run reproduced: $reproduced), on the hop ladder of test" \
+    "$dest/results.jsonl.xz" "$dest/retrained.jsonl" || stop_lane "hop/$arm/$run: commit FAILED" "$repo/$dest" "$run"
+  flock -u 8
+}
+
+if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
+  check_inputs
+  log "stage 6: CAPE's parts on the hop ladder (issue 45 point 4), seeds 4, 3 -> recipes/synth/study/cape_parts/hop/<arm>"
+  if needs_code "stage 6" scripts/evaluate_rates.py; then
+    for seed in 4 3; do
+      for arm in cape_shift_only cape_scale_only cape_local_only cape_shift60; do
+        hop_run "$arm" "$seed" || failed=1
+      done
+    done
+  else
+    failed=1
+  fi
 fi
 [ "$failed" -eq 0 ] || { log "some runs failed; run the same command again to retry them"; exit 1; }
 log "backlog: done"
