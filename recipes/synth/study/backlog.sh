@@ -145,6 +145,13 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   fi
 fi
 
+# lanes that archive into one commit checkout take turns (fd 8, released by `flock -u 8` or the lane's
+# exit): the lock lives in the checkout's common git folder, which its worktrees share
+take_archive_turn() {
+  exec 8> "$(cd "$commit_repo" && cd "$(git rev-parse --git-common-dir)" && pwd)/asr_pe-backlog-archive.lock"
+  flock 8
+}
+
 # copy the files of <dest> this run changes into the commit checkout and commit only them
 commit_paths() {  # message, paths relative to the repository
   local msg=$1; shift
@@ -208,8 +215,7 @@ one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [overri
   # Lanes that share <dest> take turns from here to the commit: each adds its run to the files the
   # others committed (sync_dest again: they may have archived since this run started). The lock is
   # the commit checkout's, released at the commit or when the lane exits.
-  exec 8> "$(git -C "$commit_repo" rev-parse --absolute-git-dir)/asr_pe-backlog-archive.lock"
-  flock 8
+  take_archive_turn
   sync_dest "$dest"
   if [ -n "$origin" ]; then
     rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$origin" --out "$repo/$dest/retrained.jsonl") \
@@ -388,8 +394,7 @@ hop_run() {  # arm seed
   log "  hop/$arm/$run: the hop ladder of test (log $runlog)"
   run_py scripts/evaluate_rates.py run="$rundir" axis=hop_ms data.test=test device=cpu >> "$runlog" 2>&1 \
     || { log "  hop/$arm/$run: evaluate_rates FAILED (see $runlog)"; return 1; }
-  exec 8> "$(git -C "$commit_repo" rev-parse --absolute-git-dir)/asr_pe-backlog-archive.lock"   # as one_run
-  flock 8
+  take_archive_turn   # as one_run
   sync_dest "$dest"
   mkdir -p "$repo/$dest"
   local rep reproduced
