@@ -2261,6 +2261,20 @@ def _transducer_vs_ctc(d, pe: str, seed: int) -> list[float]:
             *d.ladder_difference((t,), (c,), "gap500ms", 160)]
 
 
+def _transducer_pooled(d, pe: str, suffix: str = "") -> list[float]:
+    """`_transducer_vs_ctc` pooled over seeds 2 and 3 (crossed CIs: one draw of recordings for both
+    seeds, and a draw of seeds), then ``pe`` minus `none` in context, paired, with each head."""
+    t = tuple(str(TRANSDUCER / f"{pe}_transducer_s{s}") for s in (2, 3))
+    c = tuple(str(LADDER / f"{pe}_ctc_s{s}") for s in (2, 3))
+    tt, cc = d.ladder(t, "gap500ms", 160, suffix), d.ladder(c, "gap500ms", 160, suffix)
+    out = [tt.alone, cc.alone, tt.ratio, tt.ci_low, tt.ci_high, cc.ratio, cc.ci_low, cc.ci_high,
+           *d.ladder_difference(t, c, "gap500ms", 160, suffix, suffix)]
+    if pe != "none":
+        for loss, runs, folder in (("transducer", t, TRANSDUCER), ("ctc", c, LADDER)):
+            out += d.ladder_difference(runs, tuple(str(folder / f"none_{loss}_s{s}") for s in (2, 3)), "gap500ms", 160)
+    return out
+
+
 def _transducer_choice(run: str) -> dict:
     import json
     return json.loads((TRANSDUCER / "reports" / f"{run}.choice.json").read_text())
@@ -2289,22 +2303,45 @@ def _transducer_window(run: str) -> list[float]:
 
 
 def _transducer_runs_archived(d) -> list[str]:
-    """The runs the transducer documents count: these seven, and no other."""
+    """The runs the transducer documents count: these nine, and no other."""
     from asr_pe.results_table import runs_in
     r = sorted(runs_in(TRANSDUCER))
-    return [] if r == ["cape_transducer_s2", "none_transducer_s2", "none_transducer_s3", "relative_transducer_s2",
-                       "rope_transducer_s2", "sinusoidal_transducer_s2", "sinusoidal_transducer_s3"] \
+    return [] if r == ["cape_transducer_s2", "cape_transducer_s3", "none_transducer_s2", "none_transducer_s3",
+                       "relative_transducer_s2", "rope_transducer_s2", "rope_transducer_s3",
+                       "sinusoidal_transducer_s2", "sinusoidal_transducer_s3"] \
         else [f"archived: {r}"]
 
 
+def _transducer_rope_apart(d) -> list[str]:
+    """With either head, RoPE's pooled ratio at 160 s (its CI's low end) above every other PE's CI's
+    high end (seeds 2-3 pooled; relative: seed 2)."""
+    out = []
+    for loss, folder in (("transducer", TRANSDUCER), ("ctc", LADDER)):
+        def ci(pe):
+            seeds = (2,) if pe == "relative" else (2, 3)
+            return d.ladder(tuple(str(folder / f"{pe}_{loss}_s{s}") for s in seeds), "gap500ms", 160)
+        low = ci("rope").ci_low
+        out += [f"{loss}: {pe} up to {ci(pe).ci_high:.2f}, RoPE from {low:.2f}"
+                for pe in ("none", "sinusoidal", "relative", "cape") if not ci(pe).ci_high < low]
+    return out
+
+
 TRANSDUCER_NOTE_CLAIMS = [
-    Claim("opening: sinusoidal minus none, transducer and CTC", "sinusoidal minus `none` in context: {} [{}, {}] with "
-          "the\ntransducer, {} [{}, {}] with CTC",
-          lambda d: [*_transducer_pair(d, "sinusoidal", "none", "transducer"), *_transducer_pair(d, "sinusoidal", "none", "ctc")]),
-    Fact("opening: sinusoidal still degrades more than none, less than with CTC", "With the transducer head sinusoidal "
-         "still\ndegrades more than `none`, but less than with CTC",
-         lambda d: ([] if _transducer_pair(d, "sinusoidal", "none", "transducer")[1] > 0 else ["not above none"])
-         + ([] if _transducer_vs_ctc(d, "sinusoidal", 2)[10] < 0 else ["not below CTC"])),
+    Claim("opening: sinusoidal minus none, transducer and CTC (seeds 2-3)", "sinusoidal minus `none` in context: {} [{}, {}]\n"
+          "with the transducer, {} [{}, {}] with CTC", lambda d: _transducer_pooled(d, "sinusoidal")[11:17]),
+    Fact("opening: sinusoidal still degrades more than none, less than with CTC (seeds 2-3)", "With the transducer head "
+         "sinusoidal still degrades more than `none`, but less than with\nCTC",
+         lambda d: ([] if (v := _transducer_pooled(d, "sinusoidal"))[12] > 0 else ["not above none"])
+         + ([] if v[10] < 0 else ["not below CTC"])),
+    Claim("opening: RoPE still needs the window (seeds 2-3)", "in-context ratio at 160 s is {}× [{}, {}] against CTC's {}× "
+          "[{}, {}], and the ±2.5 s\nwindow, chosen on dev at both seeds, takes it to {}× [{}, {}]",
+          lambda d: [*_transducer_pooled(d, "rope")[2:8], *_transducer_pooled(d, "rope", "_window2p5")[2:5]]
+          + ([] if all(_transducer_choice(f"rope_transducer_s{s}")["chosen"] == "window:2.5" for s in (2, 3))
+             else [float("nan")])),
+    Fact("opening: RoPE far above every other PE with either head", "with either head RoPE's ratio is far above every other\n"
+         "PE's", _transducer_rope_apart),
+    Fact("opening: RoPE degrades more than with CTC (seeds 2-3)", "a transducer with RoPE still needs the window**, more than CTC does",
+         lambda d: [] if _transducer_pooled(d, "rope")[9] > 0 else ["paired CI not above 0"]),
     Claim("more accurate", "`none` 3.15 % CER on the ladder's 2-3 s test utterances\n  decoded alone, against {} % for "
           "CTC; sinusoidal {} % against {} %".replace("3.15", "{}"),
           lambda d: [*_transducer_vs_ctc(d, "none", 2)[:2], *_transducer_vs_ctc(d, "sinusoidal", 2)[:2]]),
@@ -2319,7 +2356,46 @@ TRANSDUCER_NOTE_CLAIMS = [
     Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
          lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
                                              for x in (5, 10, 20, 40, 80, 160)])),
-    Fact("the archive holds seven transducer runs", "7 of the 10 runs archived", _transducer_runs_archived),
+    Fact("the archive holds nine transducer runs", "9 of the 10 runs archived", _transducer_runs_archived),
+    Claim("RoPE s3: against CTC", "0.95 % CER on the 2-3 s utterances decoded alone\n  (CTC's seed 3: {} %), {} % on the 160 s "
+          "recordings decoded whole; in context {}× [{},\n  {}] at 160 s against CTC's {}× [{}, {}], paired {} [{}, {}]. Its "
+          "ratio grows\n  at every doubling again, from {}× at 5 s".replace("0.95", "{}"),
+          lambda d: [*(v := _transducer_vs_ctc(d, "rope", 3))[:2], d.ladder((str(TRANSDUCER / "rope_transducer_s3"),),
+                     "gap500ms", 160).whole, *v[2:], d.ladder((str(TRANSDUCER / "rope_transducer_s3"),), "gap500ms", 5).ratio]),
+    Fact("RoPE s3: seed 2's story (more than CTC, rises, window chosen)", "RoPE seed 3 tells seed 2's story again",
+         lambda d: ([] if _transducer_vs_ctc(d, "rope", 3)[9] > 0 else ["paired CI not above CTC"])
+         + _transducer_rises([d.ladder((str(TRANSDUCER / "rope_transducer_s3"),), "gap500ms", r).ratio
+                              for r in (5, 10, 20, 40, 80, 160)])
+         + ([] if _transducer_choice("rope_transducer_s3")["chosen"] == "window:2.5" else ["window not chosen"])),
+    Claim("RoPE s3: the window", "The dev ladder chose `window:2.5` ({} % against\n  {} % plain); on test {} % against {} % plain, "
+          "and the 160 s recordings decode at {} % CER\n  with it, {}× [{}, {}] in context",
+          lambda d: [*_transducer_window("rope_transducer_s3"), (c := _transducer_choice("rope_transducer_s3"))["test_rate_chosen"],
+                     c["test_rate_plain"], *(lambda w: [w.whole, w.ratio, w.ci_low, w.ci_high])(
+                         d.ladder((str(TRANSDUCER / "rope_transducer_s3"),), "gap500ms", 160, "_window2p5"))]),
+    Claim("CAPE s3: against CTC and none", "3.53 % CER on the 2-3 s\n  utterances decoded alone (CTC's seed 3: {} %), {} % on "
+          "the 160 s recordings decoded whole;\n  in context {}× [{}, {}] at 160 s against CTC's {}× [{}, {}], paired {} [{},\n  "
+          "{}]. CAPE minus `none` at seed 3: {} [{}, {}] with the transducer, {} [{},\n  {}] with CTC".replace("3.53", "{}"),
+          lambda d: [*(v := _transducer_vs_ctc(d, "cape", 3))[:2], d.ladder((str(TRANSDUCER / "cape_transducer_s3"),),
+                     "gap500ms", 160).whole, *v[2:], *_transducer_pair(d, "cape", "none", "transducer", 3),
+                     *_transducer_pair(d, "cape", "none", "ctc", 3)]),
+    Fact("CAPE s3: like none with the transducer", "CAPE seed 3 again degrades like `none` with the transducer",
+         lambda d: [] if (t := _transducer_pair(d, "cape", "none", "transducer", 3))[1] <= 0 <= t[2] else [f"transducer {t}"]),
+    Claim("CAPE s3: window chosen on dev", "This time the dev ladder chose `window:2.5` ({} % against {} % plain), and\n  test was "
+          "decoded with it: {} % against {} % plain",
+          lambda d: [*_transducer_window("cape_transducer_s3"), (c := _transducer_choice("cape_transducer_s3"))["test_rate_chosen"],
+                     c["test_rate_plain"]] + ([] if c["chosen"] == "window:2.5" else [float("nan")])),
+    *[Claim(f"pooled table: {label}", f"| {label} | {{}} % ({{}} %) | {{}}× [{{}}, {{}}] | {{}}× [{{}}, {{}}] | {{}} [{{}}, {{}}] |"
+            + (" | |" if pe == "none" or suffix else " {} [{}, {}] | {} [{}, {}] |"),
+            lambda d, pe=pe, suffix=suffix: _transducer_pooled(d, pe, suffix)[:11 if pe == "none" or suffix else 17])
+      for label, pe, suffix in (("`none`", "none", ""), ("sinusoidal", "sinusoidal", ""), ("RoPE", "rope", ""),
+                                ("RoPE, `window:2.5`", "rope", "_window2p5"), ("CAPE", "cape", ""))],
+    Fact("pooled: RoPE with the window like its CTC model with the window", "With the window RoPE's transducer is where its "
+         "CTC model is with the window (the difference's CI\nincludes 0)",
+         lambda d: [] if (v := _transducer_pooled(d, "rope", "_window2p5"))[9] <= 0 <= v[10] else [f"paired {v[8:11]}"]),
+    Fact("pooled: CAPE's transducer where none's is; with CTC a little more", "CAPE's transducer is where `none`'s is (its "
+         "CI includes 0); with CTC CAPE degrades a\nlittle more than `none`",
+         lambda d: ([] if (v := _transducer_pooled(d, "cape"))[12] <= 0 <= v[13] else [f"transducer {v[11:14]}"])
+         + ([] if v[15] > 0 else [f"CTC {v[14:17]}"])),
     Claim("sinusoidal s3: against CTC", "decoded alone\n  3.25 % CER on the 2-3 s utterances (CTC's seed 3: {} %); in context {}× [{}, {}] at\n"
           "  160 s, CTC {}× [{}, {}], paired {} [{}, {}]. Sinusoidal minus `none` at seed 3:\n  +{} [+{}, +{}] with the "
           "transducer, +{} [+{}, +{}] with CTC".replace("3.25", "{}"),
@@ -2368,9 +2444,6 @@ TRANSDUCER_NOTE_CLAIMS = [
           lambda d: [*_transducer_window("relative_transducer_s2"),
                      (c := _transducer_choice("relative_transducer_s2"))["test_rate_plain"]]
           + ([] if c["chosen"] == "plain" and c["test_rate_chosen"] is None else [float("nan")])),
-    Claim("opening: RoPE still needs the window", "in-context ratio at 160 s is {}× [{}, {}] against CTC's {}× [{}, {}], "
-          "and the ±2.5 s\nwindow chosen on dev takes it to {}× [{}, {}]",
-          lambda d: [*_transducer_vs_ctc(d, "rope", 2)[2:8], *_transducer_rope_window(d)[1:4]]),
     Claim("RoPE s2: against CTC", "{} % CER on the 2-3 s utterances\n  decoded alone (CTC {} %), {} % on the 160 s "
           "recordings decoded whole; in context {}× [{},\n  {}] at 160 s against {}× [{}, {}], paired +{} [+{}, +{}]. "
           "Its ratio grows at every\n  doubling of the ladder, from {}× at 5 s",
@@ -2399,18 +2472,20 @@ TRANSDUCER_NOTE_CLAIMS = [
 
 # RESULTS.md's summary of the transducer arm
 CLAIMS += [
-    Fact("transducer: the runs so far", "So far (7 of the 10 runs)", _transducer_runs_archived),
+    Fact("transducer: the runs so far", "So far (9 of the 10 runs)", _transducer_runs_archived),
     Fact("transducer: RoPE needs the window more than with CTC", "a transducer with RoPE still needs the window, "
          "more than CTC does",
-         lambda d: ([] if _transducer_vs_ctc(d, "rope", 2)[9] > 0 else ["paired CI not above CTC"])
-         + ([] if _transducer_choice("rope_transducer_s2")["chosen"] == "window:2.5" else ["window:2.5 not chosen"])),
-    Claim("transducer: in context", "RoPE {}× [{}, {}] (CTC {}×), {}×\nwith `window:2.5` (chosen on dev); sinusoidal "
-          "{}× (CTC {}×); `none` {}× (CTC {}×); relative {}× (CTC {}×); CAPE {}× (CTC {}×)",
-          lambda d: [*(v := _transducer_vs_ctc(d, "rope", 2))[2:6], _transducer_rope_window(d)[1],
-                     *[w[i] for pe in ("sinusoidal", "none", "relative", "cape") for w in [_transducer_vs_ctc(d, pe, 2)]
+         lambda d: ([] if _transducer_pooled(d, "rope")[9] > 0 else ["paired CI not above CTC"])
+         + [f"seed {s}: window:2.5 not chosen" for s in (2, 3)
+            if _transducer_choice(f"rope_transducer_s{s}")["chosen"] != "window:2.5"]),
+    Claim("transducer: in context (seeds 2-3; relative seed 2)", "RoPE {}× [{}, {}] (CTC {}×), {}×\nwith `window:2.5` "
+          "(chosen on dev); sinusoidal {}× (CTC {}×); `none` {}× (CTC {}×); relative {}× (CTC {}×); CAPE {}× (CTC {}×)",
+          lambda d: [*(v := _transducer_pooled(d, "rope"))[2:6], _transducer_pooled(d, "rope", "_window2p5")[2],
+                     *[w[i] for pe in ("sinusoidal", "none", "relative", "cape")
+                       for w in [_transducer_vs_ctc(d, pe, 2) if pe == "relative" else _transducer_pooled(d, pe)]
                        for i in (2, 5)]]),
-    Claim("transducer: more accurate", "{} % CER for `none` on the 2-3 s utterances decoded alone, {} %\nwith CTC",
-          lambda d: _transducer_vs_ctc(d, "none", 2)[:2]),
+    Claim("transducer: more accurate (seeds 2-3)", "{} % CER for `none` on the 2-3 s utterances decoded alone, {} %\nwith CTC",
+          lambda d: _transducer_pooled(d, "none")[:2]),
 ]
 
 DOCUMENTS = {RECIPE / "RESULTS.md": CLAIMS, ATTENTION_S4.parent / "README.md": ATTENTION_NOTE_CLAIMS, STUDY / "retrain" / "README.md": RETRAIN_NOTE_CLAIMS,
