@@ -279,6 +279,7 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
 fi
 # what each part of CAPE does: one augmentation at a time, and the paper's 60 s shift against the
 # study's 30 s (all three at 30 s are the study's cape runs, seeds 0-4)
+cape_arms="cape_shift_only cape_scale_only cape_local_only cape_shift60"   # stages 3 and 6, in this order
 cape_arm() {  # arm -> its Hydra overrides
   case "$1" in
     cape_shift_only) echo "pe.input.max_local_shift=0 pe.input.max_global_scaling=1" ;;
@@ -292,7 +293,7 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   log "stage 3: CAPE's parts (issue 45 point 4), seeds 4, 3 -> recipes/synth/study/cape_parts/<arm>"
   if needs_code "stage 3" scripts/evaluate_rates.py; then
     for seed in 4 3; do
-      for arm in cape_shift_only cape_scale_only cape_local_only cape_shift60; do
+      for arm in $cape_arms; do
         # shellcheck disable=SC2046  # the arm's overrides, one word each
         one_run "issue 45 point 4" cape "$seed" "recipes/synth/study/cape_parts/$arm" "" "window:2.5" ctc "$arm" tempo \
           $(cape_arm "$arm") || failed=1
@@ -416,7 +417,7 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   log "stage 6: CAPE's parts on the hop ladder (issue 45 point 4), seeds 4, 3 -> recipes/synth/study/cape_parts/hop/<arm>"
   if needs_code "stage 6" scripts/evaluate_rates.py; then
     for seed in 4 3; do
-      for arm in cape_shift_only cape_scale_only cape_local_only cape_shift60; do
+      for arm in $cape_arms; do
         hop_run "$arm" "$seed" || failed=1
       done
     done
