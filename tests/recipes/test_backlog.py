@@ -336,7 +336,9 @@ def test_stage_6_trains_cape_s_parts_again_and_archives_their_hop_ladder_of_test
     after = [c for c in calls[calls.index(train[0]) + 1:calls.index(train[1])] if not c.startswith("-c")]
     dest = repo / "recipes/synth/study/cape_parts/hop/cape_shift_only"
     assert after[0] == f"scripts/evaluate_rates.py run={first} axis=hop_ms data.test=test device=cpu"
-    assert after[1] == (f"recipes/synth/study/backlog.py reproduce {first} --study recipes/synth/study/cape_parts/"
+    # the arm's archive read from the commit checkout (here the lane's own): a worktree of stage 3's
+    # commit predates it
+    assert after[1] == (f"recipes/synth/study/backlog.py reproduce {first} --study {repo}/recipes/synth/study/cape_parts/"
                         f"cape_shift_only --out {dest}/retrained.jsonl")
     assert not [c for c in calls if "evaluate_ladder.py" in c]   # the length ladder is archived already
     log = subprocess_log(repo)

@@ -399,7 +399,8 @@ hop_run() {  # arm seed
   sync_dest "$dest"
   mkdir -p "$repo/$dest"
   local rep reproduced
-  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "recipes/synth/study/cape_parts/$arm" \
+  # the arm's archive as the commit checkout has it: a worktree of stage 3's commit predates it
+  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$commit_repo/recipes/synth/study/cape_parts/$arm" \
         --out "$repo/$dest/retrained.jsonl") || { log "  hop/$arm/$run: reproduction check FAILED"; flock -u 8; return 1; }
   log "  hop/$arm/$run: reproduction of study/cape_parts/$arm/$run: $rep"
   reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
