@@ -73,6 +73,17 @@ def test_the_reproduction_check_tells_an_identical_rerun_from_a_different_one(tm
     assert not other["reproduced"] and other["test"]["differing"] == 1
 
 
+def test_the_reproduction_check_reads_an_archive_of_another_checkout_and_names_it_as_the_repository_does(tmp_path):
+    # stage 6 reads the commit checkout's archive, which the lane's older worktree lacks
+    other = tmp_path / "checkout" / "recipes" / "synth" / "study" / "seeds"
+    other.mkdir(parents=True)
+    shutil.copy(STUDY / "seeds" / "results.jsonl.xz", other / "results.jsonl.xz")
+    run = _write_out(STUDY / "seeds", "rope_ctc_s4", tmp_path / "runs")
+    for study in (other, STUDY / "seeds", Path("recipes/synth/study/seeds")):
+        got = backlog.reproduce(run, study)
+        assert got["reproduced"] and got["study"] == "recipes/synth/study/seeds", study
+
+
 def test_the_staged_run_keeps_its_own_test_decodings_and_drops_the_dev_pool_s_utterances(tmp_path):
     """A retrain that does not reproduce the archived run is another model: its test and long-form
     decodings go into the archive with it; the dev pool's sets keep their bucket tables only."""

@@ -79,7 +79,10 @@ def reproduce(run: Path, study: Path) -> dict:
     if run.name not in rows:
         return {"run": run.name, "study": str(study), "reproduced": False, "why": "not in the archive"}
     rendered = render_run(rows[run.name])
-    out: dict = {"run": run.name, "study": str(study.relative_to(REPO)) if study.is_absolute() else str(study)}
+    # named as in the repository (recipes/...), whichever checkout it was read from: stage 6 reads the
+    # commit checkout's, which a lane's older worktree lacks
+    parts = study.resolve().parts if study.is_absolute() else study.parts
+    out: dict = {"run": run.name, "study": str(Path(*parts[parts.index("recipes"):])) if "recipes" in parts else str(study)}
     same = True
     for s in ("test", "longform"):
         rel = f"eval/{s}/per_utt.jsonl"
