@@ -8,6 +8,7 @@ fallback: a silent CPU evaluation of a 20-minute talk would take hours instead o
 
 from __future__ import annotations
 
+import platform
 import re
 
 import torch
@@ -45,3 +46,23 @@ def resolve_device(spec: str | torch.device | None = "auto") -> str:
 
 
 __all__ = ["DEVICE_CHOICES", "DeviceError", "resolve_device"]
+
+
+def machine_record(device: str | torch.device = "cpu") -> dict:
+    """What a run's floating-point results depend on besides its code and config: the CPU, the
+    vector instructions torch's kernels dispatch to (``AVX512``, ``AVX2``, ...), the GPU when
+    ``device`` is one, torch's version and its thread count. The same step on an AVX-512 and on an
+    AVX2 machine rounds differently (a Transformer layer's weights differ after 3 steps, measured
+    2026-12-02 with ``ATEN_CPU_CAPABILITY=avx2``), and over a training the runs drift apart: a
+    retrain on another machine is another sample of its recipe, not the same run."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    record = {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
+              "threads": torch.get_num_threads()}
+    if torch.device(device).type == "cuda":
+        record["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return record

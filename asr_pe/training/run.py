@@ -46,6 +46,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from asr_pe.evaluation.provenance import checkpoint_record, evaluated_checkpoint
+from asr_pe.inference.device import machine_record
 from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
 from asr_pe.run_folder import (
@@ -231,6 +232,7 @@ class Run:
                 "train_hours": data.report["train_hours"], "parameters": count_parameters(model),
                 "remedy": training_remedy(cfg), "arm": str(cfg.get("arm") or ""), "label": run_label(cfg),
                 "data_report": data.report, **_init_from_record(run_dir, self.source),
+                "machines": _machines(run_dir, machine_record(self.trainer.strategy.root_device)),
             })
             print(f"[asr_pe] model: {count_parameters(model) / 1e6:.2f} M parameters, pe={pe_label(cfg.pe)}, "
                   f"loss={cfg.loss.name}, train {data.report['train_used']} utts ({data.report['train_hours']:.2f} h)")
@@ -311,6 +313,16 @@ def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     except (OSError, ValueError):
         previous = None
     return {"init_from": previous} if previous else {}
+
+
+def _machines(run_dir: Path, this: dict) -> list[dict]:
+    """run_info.json's ``machines``: every machine the run has trained on (`machine_record`), in
+    the order of its starts, kept across resumes: what a retrain elsewhere cannot give back bit for bit."""
+    try:
+        seen = read_run_info(run_dir).get("machines") or []
+    except (OSError, ValueError):
+        seen = []
+    return seen + ([this] if this not in seen else [])
 
 
 # ``logs/metrics.csv`` across resumes: every step once, in order, whatever ended a launch.

@@ -14,6 +14,7 @@ import pytest
 from asr_pe import run_folder as rf
 from asr_pe.data.manifest import read_manifest, write_manifest
 from asr_pe.evaluation.pipeline import evaluate_run as evaluate_with
+from asr_pe.inference.device import machine_record
 from asr_pe.training.data import resolve_manifests
 from asr_pe.training.train import train
 
@@ -61,6 +62,7 @@ def test_ctc_run_learns_and_evaluates(tiny_synth_root, tmp_path):
         assert (run / name).exists(), name
     info = json.loads((run / "run_info.json").read_text())
     assert info["pe"] == "rope" and info["loss"] == "ctc" and info["train_max_duration"] <= 5.0
+    assert info["machines"] == [machine_record("cpu")]   # what a retrain elsewhere cannot give back bit for bit
     # the layout asr_pe.run_folder defines (and docs/internals.md describes) is what train.py wrote
     written = [rf.config_path(run), rf.run_info_path(run), rf.checkpoint_path(run, rf.LAST), rf.metrics_path(run),
                rf.eval_done_path(run), *(run / name for name in rf.PREPARED_FILES), run / rf.DATA_READY,

@@ -93,3 +93,30 @@ def test_sigterm_in_the_evaluation_after_training_is_a_stop_with_its_exit_code()
             signal.sigtimedwait([], 0) if hasattr(signal, "sigtimedwait") else None
     assert isinstance(e.value, UserError) and e.value.exit_code == 143
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_run_info_keeps_every_machine_the_run_trained_on(tmp_path):
+    """A resume on the same machine adds nothing; one on another machine is appended, the first kept."""
+    from asr_pe.run_folder import write_run_info
+    from asr_pe.training.run import _machines
+
+    a = {"cpu": "A", "cpu_capability": "AVX512", "torch": "2.14.1", "threads": 1}
+    b = {**a, "cpu_capability": "AVX2"}
+    assert _machines(tmp_path, a) == [a]                      # no run_info.json yet: a first start
+    write_run_info(tmp_path, {"pe": "rope", "machines": [a]})
+    assert _machines(tmp_path, a) == [a]
+    assert _machines(tmp_path, b) == [a, b]
+
+
+def test_the_machine_record_names_the_kernels_torch_dispatches_to():
+    """ATEN_CPU_CAPABILITY pins torch's vector kernels; the record says which ran (here: the plain ones)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = "import json; from asr_pe.inference.device import machine_record; print(json.dumps(machine_record()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
+    record = json.loads(out.stdout)
+    assert record["cpu_capability"] == "DEFAULT" and record["cpu"] and record["threads"] >= 1 and "gpu" not in record
