@@ -518,8 +518,8 @@ def _minmax(values):
 
 
 CLAIMS = [
-    Fact("CER definition", "Σ character edits (substitutions, deletions, insertions) / Σ reference characters, after "
-         "lowercasing and collapsing whitespace, the single spaces between words counted", _cer_definition),
+    Fact("CER definition", "Σ character edits / Σ reference characters over a bucket or set, after lowercasing and\n"
+         "collapsing whitespace, spaces between words counted", _cer_definition),
     # in-context ratio
     Claim("in-context headline",
           "only RoPE degrades badly at 160 s ({}× [{}, {}]); Shaw ({}×), "
@@ -2303,23 +2303,22 @@ def _transducer_window(run: str) -> list[float]:
 
 
 def _transducer_runs_archived(d) -> list[str]:
-    """The runs the transducer documents count: these nine, and no other."""
+    """The runs the transducer documents count: these ten, and no other."""
     from asr_pe.results_table import runs_in
     r = sorted(runs_in(TRANSDUCER))
     return [] if r == ["cape_transducer_s2", "cape_transducer_s3", "none_transducer_s2", "none_transducer_s3",
-                       "relative_transducer_s2", "rope_transducer_s2", "rope_transducer_s3",
+                       "relative_transducer_s2", "relative_transducer_s3", "rope_transducer_s2", "rope_transducer_s3",
                        "sinusoidal_transducer_s2", "sinusoidal_transducer_s3"] \
         else [f"archived: {r}"]
 
 
 def _transducer_rope_apart(d) -> list[str]:
     """With either head, RoPE's pooled ratio at 160 s (its CI's low end) above every other PE's CI's
-    high end (seeds 2-3 pooled; relative: seed 2)."""
+    high end (seeds 2-3 pooled)."""
     out = []
     for loss, folder in (("transducer", TRANSDUCER), ("ctc", LADDER)):
         def ci(pe):
-            seeds = (2,) if pe == "relative" else (2, 3)
-            return d.ladder(tuple(str(folder / f"{pe}_{loss}_s{s}") for s in seeds), "gap500ms", 160)
+            return d.ladder(tuple(str(folder / f"{pe}_{loss}_s{s}") for s in (2, 3)), "gap500ms", 160)
         low = ci("rope").ci_low
         out += [f"{loss}: {pe} up to {ci(pe).ci_high:.2f}, RoPE from {low:.2f}"
                 for pe in ("none", "sinusoidal", "relative", "cape") if not ci(pe).ci_high < low]
@@ -2356,7 +2355,24 @@ TRANSDUCER_NOTE_CLAIMS = [
     Fact("sinusoidal s2: grows at every doubling", "its ratio still grows at every doubling of the ladder",
          lambda d: _transducer_rises([d.ladder((str(TRANSDUCER / "sinusoidal_transducer_s2"),), "gap500ms", x).ratio
                                              for x in (5, 10, 20, 40, 80, 160)])),
-    Fact("the archive holds nine transducer runs", "9 of the 10 runs archived", _transducer_runs_archived),
+    Fact("the archive holds ten transducer runs", "all 10 runs archived", _transducer_runs_archived),
+    Claim("opening: relative against CTC (seeds 2-3)", "**Relative degrades about as with CTC**: {}×\n[{}, {}] against {}× "
+          "[{}, {}], paired {} [{}, {}]", lambda d: _transducer_pooled(d, "relative")[2:11]),
+    Fact("opening: relative's pooled CI includes 0, seed 2's above", "(seed 2 alone was above CTC)",
+         lambda d: ([] if (v := _transducer_pooled(d, "relative"))[9] <= 0 <= v[10] else [f"pooled {v[8:11]}"])
+         + ([] if _transducer_vs_ctc(d, "relative", 2)[9] > 0 else ["seed 2 not above CTC"])),
+    Claim("relative s3: against CTC", "1.00 % CER on the 2-3 s utterances decoded\n  alone (CTC's seed 3: {} %), {} % on "
+          "the 160 s recordings decoded whole; in context {}× [{},\n  {}] at 160 s against CTC's {}× [{}, {}], paired {} "
+          "[{}, {}] (seed 2: {})".replace("1.00", "{}"),
+          lambda d: [*(v := _transducer_vs_ctc(d, "relative", 3))[:2], d.ladder((str(TRANSDUCER / "relative_transducer_s3"),),
+                     "gap500ms", 160).whole, *v[2:], _transducer_vs_ctc(d, "relative", 2)[8]]),
+    Fact("relative s3: like its CTC model", "Relative seed 3 degrades like its CTC model",
+         lambda d: [] if (v := _transducer_vs_ctc(d, "relative", 3))[9] <= 0 <= v[10] else [f"paired {v[8:]}"]),
+    Claim("relative s3: window chosen on dev", "The dev ladder chose `window:2.5` by a hair ({} % against {} % plain); "
+          "test {} % against\n  {} % plain",
+          lambda d: [*_transducer_window("relative_transducer_s3"),
+                     (c := _transducer_choice("relative_transducer_s3"))["test_rate_chosen"], c["test_rate_plain"]]
+          + ([] if c["chosen"] == "window:2.5" else [float("nan")])),
     Claim("RoPE s3: against CTC", "0.95 % CER on the 2-3 s utterances decoded alone\n  (CTC's seed 3: {} %), {} % on the 160 s "
           "recordings decoded whole; in context {}× [{},\n  {}] at 160 s against CTC's {}× [{}, {}], paired {} [{}, {}]. Its "
           "ratio grows\n  at every doubling again, from {}× at 5 s".replace("0.95", "{}"),
@@ -2388,7 +2404,8 @@ TRANSDUCER_NOTE_CLAIMS = [
             + (" | |" if pe == "none" or suffix else " {} [{}, {}] | {} [{}, {}] |"),
             lambda d, pe=pe, suffix=suffix: _transducer_pooled(d, pe, suffix)[:11 if pe == "none" or suffix else 17])
       for label, pe, suffix in (("`none`", "none", ""), ("sinusoidal", "sinusoidal", ""), ("RoPE", "rope", ""),
-                                ("RoPE, `window:2.5`", "rope", "_window2p5"), ("CAPE", "cape", ""))],
+                                ("RoPE, `window:2.5`", "rope", "_window2p5"), ("relative", "relative", ""),
+                                ("CAPE", "cape", ""))],
     Fact("pooled: RoPE with the window like its CTC model with the window", "With the window RoPE's transducer is where its "
          "CTC model is with the window (the difference's CI\nincludes 0)",
          lambda d: [] if (v := _transducer_pooled(d, "rope", "_window2p5"))[9] <= 0 <= v[10] else [f"paired {v[8:11]}"]),
@@ -2472,17 +2489,17 @@ TRANSDUCER_NOTE_CLAIMS = [
 
 # RESULTS.md's summary of the transducer arm
 CLAIMS += [
-    Fact("transducer: the runs so far", "So far (9 of the 10 runs)", _transducer_runs_archived),
+    Fact("transducer: the runs", "All 10 runs (5 PEs, seeds 2 and 3)", _transducer_runs_archived),
     Fact("transducer: RoPE needs the window more than with CTC", "a transducer with RoPE still needs the window, "
          "more than CTC does",
          lambda d: ([] if _transducer_pooled(d, "rope")[9] > 0 else ["paired CI not above CTC"])
          + [f"seed {s}: window:2.5 not chosen" for s in (2, 3)
             if _transducer_choice(f"rope_transducer_s{s}")["chosen"] != "window:2.5"]),
-    Claim("transducer: in context (seeds 2-3; relative seed 2)", "RoPE {}× [{}, {}] (CTC {}×), {}×\nwith `window:2.5` "
+    Claim("transducer: in context (seeds 2-3)", "RoPE {}× [{}, {}] (CTC {}×), {}×\nwith `window:2.5` "
           "(chosen on dev); sinusoidal {}× (CTC {}×); `none` {}× (CTC {}×); relative {}× (CTC {}×); CAPE {}× (CTC {}×)",
           lambda d: [*(v := _transducer_pooled(d, "rope"))[2:6], _transducer_pooled(d, "rope", "_window2p5")[2],
                      *[w[i] for pe in ("sinusoidal", "none", "relative", "cape")
-                       for w in [_transducer_vs_ctc(d, pe, 2) if pe == "relative" else _transducer_pooled(d, pe)]
+                       for w in [_transducer_pooled(d, pe)]
                        for i in (2, 5)]]),
     Claim("transducer: more accurate (seeds 2-3)", "{} % CER for `none` on the 2-3 s utterances decoded alone, {} %\nwith CTC",
           lambda d: _transducer_pooled(d, "none")[:2]),
@@ -2499,7 +2516,9 @@ _NATURAL_BINS = __import__("runpy").run_path(str(RECIPE / "claims_natural_bins.p
 DOCUMENTS.update(_RATE["RATE_DOCUMENTS"])
 DOCUMENTS.update(_NATURAL_BINS["NATURAL_BINS_DOCUMENTS"])
 # issue 45 point 4: study/cape_parts/README.md (claims_cape_parts.py)
-DOCUMENTS.update(__import__("runpy").run_path(str(RECIPE / "claims_cape_parts.py"))["CAPE_PARTS_DOCUMENTS"])
+_CAPE_PARTS = __import__("runpy").run_path(str(RECIPE / "claims_cape_parts.py"))
+DOCUMENTS.update(_CAPE_PARTS["CAPE_PARTS_DOCUMENTS"])
+CLAIMS += _CAPE_PARTS["CAPE_PARTS_RESULTS_CLAIMS"]
 CLAIMS += _RATE["RATE_RESULTS_CLAIMS"] + _NATURAL_BINS["NATURAL_BINS_RESULTS_CLAIMS"]
 
 

@@ -14,6 +14,7 @@ seeds fixed). The baselines' seed 3 on the tempo ladder: the rate study's retrai
 
 from __future__ import annotations
 
+import json
 import runpy
 from functools import lru_cache
 from pathlib import Path
@@ -115,6 +116,42 @@ def tempo_vs34(model: str, other: str, tempo: float) -> list[float]:
 def _tempo_table34(d) -> list[float]:
     return [v for m in ROWS for c in [tempo_cells34(m)] for v in
             [*[c[t].ratio for t in TEMPI], c[1.3].ratio_ci_low, c[1.3].ratio_ci_high]]
+
+
+HOPS = (8, 9, 11, 12)  # the hop ladder of `test` (ms); the runs' own hop, 10 ms, is the plain rung
+
+
+def hop_runs(model: str) -> tuple[Path, ...]:
+    """``model``'s runs of seeds 3 and 4 with hop decodings of `test`: the arms' retrains of stage 6
+    (study/cape_parts/hop/<arm>/), the baselines' in the rate study (study/rate/, study/rate/seed3/)."""
+    return tuple(STUDY / "cape_parts" / "hop" / model / f"cape_ctc_s{s}" if model in ARMS else
+                 STUDY / "rate" / ("" if s == 4 else f"seed{s}") / f"{model}_ctc_s{s}" for s in SEEDS)
+
+
+@lru_cache(maxsize=None)
+def hop_cells34(model: str, metric: str = "cer") -> dict:
+    """Pooled over seeds 3 and 4: hop (ms) -> the error ratio's `RungResult` on `test` (crossed CI)."""
+    (lad,) = rate_ladder([str(r) for r in hop_runs(model)], "test", axis="hop_ms", n_boot=_RATE["N_BOOT"])
+    return lad.rungs[metric]
+
+
+@lru_cache(maxsize=None)
+def hop_vs34(model: str, other: str, hop: float, metric: str = "cer") -> tuple[float, float, float]:
+    """``model``'s ratio at ``hop`` ms minus ``other``'s over seeds 3 and 4 on `test`, paired over the
+    utterances (resampled once for every seed of both; the seeds fixed), with its CI."""
+    def results(m):
+        return [_RATE["_in_context"](r, "test", "hop_ms", float(hop)) for r in hop_runs(m)]
+    return tuple(paired_ratio_difference(results(model), results(other), metric=metric, n_boot=_RATE["N_BOOT"]))
+
+
+def _hop_table34(d) -> list[float]:
+    return [v for m in ROWS for c in [hop_cells34(m)] for v in
+            [hop_cells34(m)[10.0].rate, *[c[float(h)].ratio for h in HOPS], c[12.0].ratio_ci_low, c[12.0].ratio_ci_high]]
+
+
+def _hop_retrains() -> list[dict]:
+    return [json.loads(line) for a in ARMS
+            for line in (STUDY / "cape_parts" / "hop" / a / "retrained.jsonl").read_text().splitlines() if line.strip()]
 
 
 def _grows(d, model) -> list[str]:
@@ -245,8 +282,51 @@ CAPE_PARTS_CLAIMS = [
                      *tempo_vs34("cape_shift_only", "none", 1.3), *tempo_vs34("cape_scale_only", "cape", 1.3)]),
     Fact("opening: scaling only not above full CAPE, seeds 3 and 4", "global scaling alone is no longer above full CAPE",
          lambda d: _includes_zero34([("cape_scale_only", "cape", 1.3)])),
+    Claim("hop table, seeds 3 and 4", "| model | CER at 10 ms (%) | 8 ms | 9 ms | 11 ms | 12 ms | 12 ms CI (crossed) |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(
+              f"| {NAME[m]} | {{}} | {{}} | {{}} | {{}} | {{}} | [{{}}, {{}}] |" for m in ROWS), _hop_table34),
+    Claim("hop 12 ms, seeds 3 and 4: minus none", "ratios minus `none`'s at 12 ms: global shift only\n{} [{}, {}], global "
+          "scaling only {} [{}, {}], local shift only {} [{}, {}], 60 s shift {} [{}, {}],\nfull CAPE {} [{}, {}], "
+          "sinusoidal {} [{}, {}]",
+          lambda d: [v for a in (*ARMS, "cape", "sinusoidal") for v in hop_vs34(a, "none", 12.0)]),
+    Fact("hop 12 ms: every CAPE arm and sinusoidal below none", "Every CAPE arm and sinusoidal degrade less than\n"
+         "`none` (CIs below 0)",
+         lambda d: [f"{a}: {x}" for a in (*ARMS, "cape", "sinusoidal") for x in [hop_vs34(a, "none", 12.0)] if not x[2] < 0]),
+    Claim("hop 12 ms: minus full CAPE", "minus full CAPE's at 12 ms: global shift only {}\n[{}, {}], global scaling only {} "
+          "[{}, {}], local shift only {} [{}, {}], 60 s shift {} [{}, {}]",
+          lambda d: [v for a in ARMS for v in hop_vs34(a, "cape", 12.0)]),
+    Fact("hop 12 ms: every arm within full CAPE's CI", "every arm is where full CAPE is",
+         lambda d: [f"{a}: {x}" for a in ARMS for x in [hop_vs34(a, "cape", 12.0)] if not x[1] <= 0 <= x[2]]),
+    Fact("hop 12 ms, WER: the same but scaling only below full CAPE", "In WER at 12 ms the same holds",
+         lambda d: [f"{a} - none: {x}" for a in (*ARMS, "cape", "sinusoidal") for x in [hop_vs34(a, "none", 12.0, "wer")]
+                    if not x[2] < 0]
+         + [f"{a} - cape: {x}" for a in ARMS if a != "cape_scale_only" for x in [hop_vs34(a, "cape", 12.0, "wer")]
+            if not x[1] <= 0 <= x[2]]),
+    Claim("hop 12 ms, WER: scaling only minus full CAPE", "global scaling alone degrades a little less than full\nCAPE "
+          "({} [{}, {}])", lambda d: list(hop_vs34("cape_scale_only", "cape", 12.0, "wer"))
+          + ([] if hop_vs34("cape_scale_only", "cape", 12.0, "wer")[2] <= 0.005 else [float("nan")])),
+    Fact("opening: hop", "every arm degrades like full CAPE at\n12 ms and less than `none`, as sinusoidal does",
+         lambda d: [f"{a}: {x}" for a in ARMS for x in [hop_vs34(a, "cape", 12.0)] if not x[1] <= 0 <= x[2]]
+         + [f"{a}: {x}" for a in (*ARMS, "sinusoidal") for x in [hop_vs34(a, "none", 12.0)] if not x[2] < 0]),
+    Fact("hop retrains: seven of eight other samples, the 60 s shift's seed 3 reproduced",
+         "Seven of the eight retrains are other\nsamples of their arm's recipe",
+         lambda d: [] if sorted((r["study"].rsplit("/", 1)[-1], r["run"]) for r in _hop_retrains() if r["reproduced"])
+         == [("cape_shift60", "cape_ctc_s3")] and len(_hop_retrains()) == 8 else [str(_hop_retrains())]),
+    Claim("hop retrains: hypotheses that differ", "{}-{} of {} test hypotheses\ndiffer from the archived run's",
+          lambda d: [min(r["test"]["differing"] for r in _hop_retrains() if not r["reproduced"]),
+                     max(r["test"]["differing"] for r in _hop_retrains() if not r["reproduced"]),
+                     _hop_retrains()[0]["test"]["utterances"]]),
 ]
 CAPE_PARTS_DOCUMENTS = {README: CAPE_PARTS_CLAIMS}
+# what recipes/synth/RESULTS.md says of CAPE's parts (claims.py adds them to its CLAIMS)
+CAPE_PARTS_RESULTS_CLAIMS = [
+    Claim("RESULTS: CAPE's parts on length", "alone keeps it flat ({}× at 160 s, full CAPE {}×)",
+          lambda d: [cell34(d, "cape_shift_only").ratio, cell34(d, "cape").ratio]),
+    Fact("RESULTS: CAPE's parts on the rate axis", "at tempo 1.3 and hop 12 ms every part alone is\nwithin the paired "
+         "CI of full CAPE",
+         lambda d: _includes_zero34([(a, "cape", 1.3) for a in ARMS])
+         + [f"{a} hop: {x}" for a in ARMS for x in [hop_vs34(a, "cape", 12.0)] if not x[1] <= 0 <= x[2]]),
+]
 
 
 def _short_pool() -> list[float]:
