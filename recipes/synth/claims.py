@@ -2236,6 +2236,23 @@ ATTENTION_NOTE_CLAIMS = [
          <= (n := run_attention("arms/conformer/none_ctc_s0", "ladder_test_alone"))[2] and n[1] <= s[2] else ["CIs apart"]),
     Fact("Conformer sinusoidal s0: reproduced", "Sinusoidal, Conformer, seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "sinusoidal_ctc_s0")["reproduced"] else ["not reproduced"]),
+    Claim("Conformer RoPE s0: shares, distance, the Transformer's, the three-utterance table",
+          "{} % [{}, {}]\n  of it within ±0.5 s on the 2-3 s utterances (the Transformer's RoPE, seed 4: {} %), falling at\n"
+          "  every rung to {} % [{}, {}] at 160 s, where its mean attended distance is {} s of {} s.\n  The "
+          "three-utterance table said {} and {}",
+          lambda d: [*_pct(run_attention("arms/conformer/rope_ctc_s0", "ladder_test_alone"))[:3],
+                     100 * rope_s4_attention("ladder_test_alone")[0],
+                     *_pct(run_attention("arms/conformer/rope_ctc_s0", "ladder_test_gap500ms_160"))[:3],
+                     run_attention("arms/conformer/rope_ctc_s0", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+                     run_attention("arms/conformer/rope_ctc_s0", "ladder_test_gap500ms_160", "duration")[0],
+                     local(d, "rope", "2-4", "arms/conformer"), local(d, "rope", "128-256", "arms/conformer")]),
+    Fact("Conformer RoPE s0: falls at every rung, from below the Transformer's", "its attention\n  spreads with length "
+         "as the Transformer's RoPE's does, from a less local start",
+         lambda d: _falls("arms/conformer/rope_ctc_s0")
+         + ([] if run_attention("arms/conformer/rope_ctc_s0", "ladder_test_alone")[2] < rope_s4_attention("ladder_test_alone")[1]
+            else ["not less local than the Transformer's"])),
+    Fact("Conformer RoPE s0: reproduced", "RoPE, Conformer, seed 0** (2026-12-02), which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("conformer", "rope_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
