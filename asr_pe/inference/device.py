@@ -45,9 +45,6 @@ def resolve_device(spec: str | torch.device | None = "auto") -> str:
     return text
 
 
-__all__ = ["DEVICE_CHOICES", "DeviceError", "resolve_device"]
-
-
 def machine_record(device: str | torch.device = "cpu") -> dict:
     """What a run's floating-point results depend on besides its code and config: the CPU, the
     vector instructions torch's kernels dispatch to (``AVX512``, ``AVX2``, ...), the GPU when
@@ -66,3 +63,6 @@ def machine_record(device: str | torch.device = "cpu") -> dict:
     if torch.device(device).type == "cuda":
         record["gpu"] = torch.cuda.get_device_name(torch.device(device))
     return record
+
+
+__all__ = ["DEVICE_CHOICES", "DeviceError", "machine_record", "resolve_device"]

@@ -308,21 +308,23 @@ def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     first start, kept from the run's own run_info.json when it resumes; {} for a run from scratch."""
     if source is not None:  # {"run", "name", "global_step", "sha256"}
         return {"init_from": {"run": str(source[0]), **checkpoint_record(source[1])}}
-    try:
-        previous = read_run_info(run_dir).get("init_from")
-    except (OSError, ValueError):
-        previous = None
+    previous = _recorded(run_dir, "init_from")
     return {"init_from": previous} if previous else {}
 
 
 def _machines(run_dir: Path, this: dict) -> list[dict]:
     """run_info.json's ``machines``: every machine the run has trained on (`machine_record`), in
     the order of its starts, kept across resumes: what a retrain elsewhere cannot give back bit for bit."""
-    try:
-        seen = read_run_info(run_dir).get("machines") or []
-    except (OSError, ValueError):
-        seen = []
+    seen = _recorded(run_dir, "machines") or []
     return seen + ([this] if this not in seen else [])
+
+
+def _recorded(run_dir: Path, key: str) -> Any:
+    """``key`` of the run's own run_info.json from an earlier start; None without one."""
+    try:
+        return read_run_info(run_dir).get(key)
+    except (OSError, ValueError):
+        return None
 
 
 # ``logs/metrics.csv`` across resumes: every step once, in order, whatever ended a launch.
