@@ -372,6 +372,20 @@ def test_stage_5_runs_the_arms_it_is_given_in_their_order(tmp_path):
     assert not [c for c in calls if c.startswith("train.py")]
 
 
+def test_stage_5_runs_only_the_seeds_it_is_given_so_two_lanes_can_share_an_arm(tmp_path):
+    proc, calls, _, work = _lane(tmp_path, with_code=False, stages=("5", "5"),
+                                 extra=("--arms", "conformer", "--seeds", "1"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    train = [c for c in calls if c.startswith("train.py")]
+    assert [c.rsplit(" ", 2)[1:] for c in train] == [[f"pe={pe}", "seed=1"]
+                                                      for pe in ("none", "sinusoidal", "rope", "relative", "cape")]
+    # a seed the arm does not have is refused before anything runs
+    proc, calls, _, _ = _lane(tmp_path / "typo", with_code=False, stages=("5", "5"),
+                              extra=("--arms", "conformer", "--seeds", "2"))
+    assert proc.returncode == 2 and "--seeds: arm conformer has seeds 0 1, not 2" in proc.stdout
+    assert not [c for c in calls if c.startswith("train.py")]
+
+
 def test_the_attention_summary_reads_the_share_per_set(tmp_path):
     run = tmp_path / "none_ctc_s0"
     (run / "attention_stats").mkdir(parents=True)

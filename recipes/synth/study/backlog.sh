@@ -60,9 +60,11 @@
 #
 # Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 6] [--work_dir DIR] [--commit_repo DIR]
 #                                      [--threads 1] [--nice 10] [--arms frontend70,conformer,frontend70_long]
-#                                      [--pes none,sinusoidal,rope,relative,cape]
+#                                      [--pes none,sinusoidal,rope,relative,cape] [--seeds 1]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
 #   --arms         stage 5's arms, in this order (two lanes can share the stage: one arm each)
+#   --seeds        stage 5's seeds, in this order (default: each arm's own; two lanes can share an arm: one
+#                  set of seeds each)
 #   --pes          stage 4's PEs, in this order (two lanes can share the stage: one set of PEs each;
 #                  lanes take turns to archive, each on top of what the others committed)
 #   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
@@ -80,6 +82,7 @@ threads=1
 niceness=10
 arms=frontend70,conformer,frontend70_long
 transducer_pes=none,sinusoidal,rope,relative,cape
+arm_seeds=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=$2; shift 2 ;;
@@ -90,6 +93,7 @@ while [ $# -gt 0 ]; do
     --nice) niceness=$2; shift 2 ;;
     --arms) arms=$2; shift 2 ;;
     --pes) transducer_pes=$2; shift 2 ;;
+    --seeds) arm_seeds=${2//,/ }; shift 2 ;;
     -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1; see $0 --help" >&2; exit 2 ;;
   esac
@@ -117,6 +121,11 @@ arm_runs() {
     frontend70_long) seeds="0 1 2" pes="none sinusoidal cape" ;;
     *) log "error: --arms: no arm $1 (frontend70, conformer, frontend70_long)"; exit 2 ;;
   esac
+  local seed
+  for seed in $arm_seeds; do
+    [[ " $seeds " == *" $seed "* ]] || { log "error: --seeds: arm $1 has seeds $seeds, not $seed"; exit 2; }
+  done
+  seeds=${arm_seeds:-$seeds}
 }
 IFS=, read -r -a arm_list <<< "$arms"
 for arm in "${arm_list[@]}"; do arm_runs "$arm"; done
