@@ -116,7 +116,10 @@ class ShawPE(AttentionPE):
         (B, H, Tq, Tk) bias nor the gather's scatter-add over it exists."""
         if descending_offsets(q_pos, k_pos) is None:
             return None
-        r = torch.matmul(q * (1.0 / math.sqrt(q.size(-1))), self.key_table.to(q.dtype).t())  # (B, H, Tq, 2k+1)
+        # the scale on the (2k+1, d) table, not on q, and its transpose made contiguous: the GEMM into
+        # 2k+1 columns then takes 26 ms instead of 43-53 (B = 8, H = 4, T = 1000, d = 36, 1 thread)
+        table_t = (self.key_table.to(q.dtype) * (1.0 / math.sqrt(q.size(-1)))).t().contiguous()  # (d, 2k+1)
+        r = torch.matmul(q, table_t)  # (B, H, Tq, 2k+1)
         return ShawBlockBias(self, r, q_pos, k_pos)
 
     def _row_spans(self, top: int, width: int) -> tuple[int, int, int, int]:
