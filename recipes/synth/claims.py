@@ -2253,6 +2253,20 @@ ATTENTION_NOTE_CLAIMS = [
             else ["not less local than the Transformer's"])),
     Fact("Conformer RoPE s0: reproduced", "RoPE, Conformer, seed 0** (2026-12-02), which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "rope_ctc_s0")["reproduced"] else ["not reproduced"]),
+    *_uniform("arms/conformer/none_ctc_s1", "like seed 0's: at 160 s its mean attended distance is {} s of {} s, a third\n  "
+              "of the recording, with {} % [{}, {}] of its attention within ±0.5 s; on the 2-3 s utterances\n  {} % [{}, {}]",
+              "its attention is uniform\n  on long inputs like seed 0's"),
+    Claim("Conformer none s1: another sample", "({} of its {} test\n  hypotheses differ from the archived run, {} char "
+          "errors against {})",
+          lambda d: [(r := _arm_retrained("conformer", "none_ctc_s1"))["test"]["differing"], r["test"]["utterances"],
+                     *r["test"]["char_errors"]]),
+    Fact("Conformer none s1: not reproduced", "seed 1** (2026-12-02), another sample of its recipe",
+         lambda d: ["reproduced"] if _arm_retrained("conformer", "none_ctc_s1")["reproduced"] else []),
+    Claim("Conformer none s1: against seed 0", "overlapping seed 0's {} %",
+          lambda d: [100 * run_attention("arms/conformer/none_ctc_s0", "ladder_test_alone")[0]]),
+    Fact("Conformer none s1: overlaps seed 0", "overlapping seed 0's",
+         lambda d: [] if (a := run_attention("arms/conformer/none_ctc_s1", "ladder_test_alone"))[1]
+         <= (z := run_attention("arms/conformer/none_ctc_s0", "ladder_test_alone"))[2] and z[1] <= a[2] else ["CIs apart"]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
