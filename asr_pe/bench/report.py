@@ -7,12 +7,11 @@ import csv
 import datetime as dt
 import io
 import os
-import platform
-import subprocess
 from pathlib import Path
 
 import torch
 
+from asr_pe.inference.device import machine_record
 from asr_pe.io import atomic_write_text
 
 from .cases import TARGET_LENGTHS, TARGETS, target_status
@@ -25,19 +24,13 @@ SCRIPT = "scripts/bench_attention.py"  # the command the markdown records
 
 
 def machine_info(device: torch.device) -> str:
-    """CPU model (lscpu), CPU count, torch version and threads, and the GPU when there is one."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10, check=False).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                cpu = line.split(":", 1)[1].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    info = f"{cpu}, {os.cpu_count()} CPUs, torch {torch.__version__}, {torch.get_num_threads()} threads"
-    if device.type == "cuda":
-        info += f", GPU {torch.cuda.get_device_name(device)}"
-    return info
+    """The machine as ``run_info.json`` records it (`machine_record`: CPU model, the vector
+    instructions torch dispatches to, torch, threads, the GPU) plus the CPU count: two guests
+    both named "AMD EPYC" differ in their instructions, and their ratios differ with them
+    (docs/benchmarks.md, 2026-12-02)."""
+    r = machine_record(device)
+    info = f"{r['cpu']}, {os.cpu_count()} CPUs, {r['cpu_capability']}, torch {r['torch']}, {r['threads']} threads"
+    return info + (f", GPU {r['gpu']}" if "gpu" in r else "")
 
 
 def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
