@@ -98,16 +98,17 @@ def test_the_staged_run_keeps_its_own_test_decodings_and_drops_the_dev_pool_s_ut
     assert "eval/ladder_dev_nogap_5/buckets.csv" in kept and "eval/ladder_dev_nogap_5/per_utt.jsonl" not in kept
 
 
-def test_the_staged_run_keeps_the_rate_ladders_of_test_and_nothing_else_of_eval(tmp_path):
-    # stage 6 archives the hop ladder of `test`; a folder that is no set of any stage stays out
+def test_the_staged_run_keeps_every_decoding_of_test_and_longform_and_nothing_else_of_eval(tmp_path):
+    # stage 6 archives the hop ladder of `test`, stage 7 the windowed decodings of test and the long-form
+    # set; a folder that is no set of any stage (the ladder's report, another set) stays out
     run = _write_out(STUDY / "seeds", "rope_ctc_s4", tmp_path / "runs")
-    for name in ("test_hop8", "test_tempo1p3", "test_window2p5", "ladder"):
+    for name in ("test_hop8", "test_tempo1p3", "test_window2p5", "longform_window5", "ladder", "dev_window5"):
         (run / "eval" / name).mkdir(parents=True)
         for f in ("buckets.csv", "buckets.meta.json", "per_utt.jsonl"):
             (run / "eval" / name / f).write_text((run / "eval" / "test" / f).read_text())
     staged = backlog.stage(run, tmp_path / "archive")
     sets = sorted(p.name for p in (staged / "eval").iterdir())
-    assert sets == ["longform", "test", "test_hop8", "test_tempo1p3"]
+    assert sets == ["longform", "longform_window5", "test", "test_hop8", "test_tempo1p3", "test_window2p5"]
     assert (staged / "eval" / "test_hop8" / "per_utt.jsonl").is_file()
 
 
@@ -143,6 +144,9 @@ case "$1" in
       summary) [ "$4" = "${FAKE_SUMMARY_FAILS:-none}" ] && exit 1; echo "$4: chosen window:2.5" ;;
       reproduce) echo "$3" >> "$7"; echo '{"run": "x", "reproduced": false}' ;;
       attention-summary) echo "$(basename "$3"): local share alone 80.0 %" ;;
+      choose)  # the first candidate, as the real one would for equal CERs
+        out=""; prev=""; for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done
+        printf '{"chosen": "%s"}\n' "$4" > "$out"; echo "$4" ;;
     esac ;;
   scripts/attention_vs_length.py)
     mkdir -p "${2#run=}/attention_stats" && touch "${2#run=}/attention_stats/attention_stats.csv" ;;
@@ -152,10 +156,14 @@ case "$1" in
       for i in $(seq 1 600); do [ -e "$FAKE_TRAIN_WAITS_FOR" ] && break; sleep 0.1; done
     fi
     loss=ctc
+    rd=""
     for a in "$@"; do case "$a" in hydra.sweep.dir=*) d=${a#*=} ;; pe=*) pe=${a#*=} ;; seed=*) seed=${a#*=} ;;
-      loss=*) loss=${a#*=} ;; esac; done
-    mkdir -p "$d/${pe}_${loss}_s${seed}/eval" && touch "$d/${pe}_${loss}_s${seed}/eval/done.json" ;;
-  -m) [ "$3" = add ] && mkdir -p "$4" && basename "$5" >> "$4/results.jsonl.xz" ;;   # the table: a run a line
+      loss=*) loss=${a#*=} ;; run_dir=*) rd=${a#*=} ;; esac; done
+    if [ -n "$rd" ]; then mkdir -p "$rd/checkpoints" && touch "$rd/checkpoints/best.ckpt"   # stage 7: no evaluation
+    else mkdir -p "$d/${pe}_${loss}_s${seed}/eval" && touch "$d/${pe}_${loss}_s${seed}/eval/done.json"; fi ;;
+  -m)
+    [ "$2" = asr_pe.inference.remedy_specs ] && exec REAL_PYTHON "$@"
+    [ "$3" = add ] && mkdir -p "$4" && basename "$5" >> "$4/results.jsonl.xz" ;;   # the table: a run a line
 esac
 exit 0
 '''
@@ -169,7 +177,7 @@ def _checkout(path: Path, *, with_code: bool) -> Path:
     shutil.copy(REPO / "recipes" / "synth" / "study" / "backlog.sh", path / "recipes" / "synth" / "study")
     shutil.copy(REPO / "recipes" / "python.sh", path / "recipes")
     if with_code:
-        for rel in ("scripts/evaluate_rates.py", "asr_pe/models/transducer.py"):
+        for rel in ("scripts/evaluate_rates.py", "asr_pe/models/transducer.py", "conf/experiment/synth_finetune160.yaml"):
             (path / rel).parent.mkdir(parents=True, exist_ok=True)
             (path / rel).write_text("")
     subprocess.run(["git", "init", "-q", str(path)], check=True)
@@ -404,3 +412,110 @@ def subprocess_log(repo) -> list[str]:
 
     return subprocess.run(["git", "-C", str(repo), "log", "--format=%s"], capture_output=True, text=True,
                           check=True).stdout.splitlines()
+
+
+def test_stage_7_chooses_on_seed_2_s_dev_rungs_and_trains_the_choice_at_seeds_3_and_4(tmp_path):
+    proc, calls, repo, work = _lane(tmp_path, with_code=True, stages=("7", "7"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs, ladder = f"{work}/runs/finetune160", tmp_path / "synth_ladder" / "3b1c23b1774d"
+    train = [c for c in calls if c.startswith("train.py")]
+    trained = [next(a.split("=", 1)[1].rsplit("/", 1)[1] for a in c.split() if a.startswith("run_dir=")) for c in train]
+    grid = [f"{m}_ft160_lr{lr}_st{st}_ctc_s2" for m in ("rope", "rope_pi", "rope_yarn_b10", "rope_yarn_b32", "rope_shortft")
+            for lr in ("3e-4", "1e-3") for st in ("100", "300")]
+    # seed 2: its source once (then remembered), the 20 grid runs, the 5 chosen again (resume=auto: a
+    # finished training is not trained again), the yardstick; seeds 3 and 4: source, the 5 choices, yardstick
+    chosen = [f"{m}_ft160_lr3e-4_st100_ctc_s{{}}" for m in ("rope", "rope_pi", "rope_yarn_b10", "rope_yarn_b32", "rope_shortft")]
+    assert trained == (["source_rope_ctc_s2"] + grid + [c.format(2) for c in chosen] + ["rope_yardstick160_ctc_s2"]
+                       + [r for s in (3, 4) for r in [f"source_rope_ctc_s{s}"] + [c.format(s) for c in chosen]
+                          + [f"rope_yardstick160_ctc_s{s}"]])
+    assert train[0] == (f"train.py experiment=synth_study pe=rope seed=2 run_dir={runs}/source_rope_ctc_s2 "
+                        "eval_after_train=false resume=auto")
+    pi3 = train[trained.index("rope_pi_ft160_lr3e-4_st100_ctc_s3")]
+    assert pi3 == (f"train.py experiment=synth_finetune160 init_from={runs}/source_rope_ctc_s3 seed=3 optim.lr=3e-4 "
+                   "trainer.max_steps=100 arm=rope_pi_lr3e-4_st100 pe=rope_pi pe.attention.scaling.target_seconds=160 "
+                   f"run_dir={runs}/rope_pi_ft160_lr3e-4_st100_ctc_s3 eval_after_train=false resume=auto")
+    assert "data.concat_max_seconds=null" in train[trained.index("rope_shortft_ft160_lr1e-3_st300_ctc_s2")]
+    assert "pe.attention.scaling.beta=32" in train[trained.index("rope_yarn_b32_ft160_lr1e-3_st100_ctc_s2")]
+    assert train[-1] == (f"train.py experiment=synth_yardstick160 pe=rope seed=4 run_dir={runs}/rope_yardstick160_ctc_s4 "
+                         "eval_after_train=false resume=auto")
+    dev = f"data.test=[{ladder}/ladder_dev_gap500ms_160.jsonl,{ladder}/ladder_dev_nogap_160.jsonl]"
+    decodes = [c for c in calls if c.startswith("evaluate.py")]
+    assert f"evaluate.py run={runs}/rope_pi_ft160_lr3e-4_st100_ctc_s2 {dev}" in decodes
+    # the continuation control and the source are decoded with each window on dev, and on test plainly and
+    # with the window chosen
+    assert [c for c in decodes if c.split()[1] == f"run={runs}/rope_shortft_ft160_lr1e-3_st300_ctc_s2"] == [
+        f"evaluate.py run={runs}/rope_shortft_ft160_lr1e-3_st300_ctc_s2 {dev} eval.remedy=window:2.5",
+        f"evaluate.py run={runs}/rope_shortft_ft160_lr1e-3_st300_ctc_s2 {dev} eval.remedy=window:5"]
+    assert [c for c in decodes if c.split()[1] == f"run={runs}/source_rope_ctc_s3"] == [
+        f"evaluate.py run={runs}/source_rope_ctc_s3", f"evaluate.py run={runs}/source_rope_ctc_s3 eval.remedy=window:2.5"]
+    assert not [c for c in decodes if "_s3 " in c + " " and "ladder_dev" in c]   # seeds 3, 4 choose nothing
+    chooses = [c for c in calls if " choose " in c]
+    assert len(chooses) == 6 and chooses[0].split()[3:6] == [
+        "source_rope_ctc_s2@window:2.5", "source_rope_ctc_s2@window:5", "--sets"]
+    assert chooses[-1].split()[3:12] == [f"rope_shortft_ft160_lr{lr}_st{st}_ctc_s2@window:{w}"
+                                         for lr in ("3e-4", "1e-3") for st in ("100", "300") for w in ("2.5", "5")] + ["--sets"]
+    reports = repo / "recipes/synth/study/finetune160/reports"
+    assert sorted(p.name for p in reports.iterdir()) == sorted(
+        f"choice_{m}_s2.json" for m in ("source", "rope", "rope_pi", "rope_yarn_b10", "rope_yarn_b32", "rope_shortft"))
+    log = subprocess_log(repo)
+    # each run archived and committed when done: seed 2's 20 grid runs and its source with their dev sets,
+    # then each seed's source, 5 chosen fine-tunes and yardstick with their test sets
+    assert len(log) == 1 + 21 + 3 * 7 and log[-1] == "start"
+    assert log[-2] == ("issue 48 point 4: finetune160, rope_ft160_lr3e-4_st100_ctc_s2 trained, on the dev ladder's "
+                       "160 s rungs")
+    assert log[0] == "issue 48 point 4: finetune160, rope_yardstick160_ctc_s4 on test and the long-form set"
+    assert log[-23] == ("issue 48 point 4: finetune160, source_rope_ctc_s2 on test and the long-form set "
+                        "(plain and window:2.5)")
+    import subprocess
+    tracked = subprocess.run(["git", "-C", str(repo), "ls-files", "recipes/synth/study/finetune160/reports"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(tracked) == sorted(f"recipes/synth/study/finetune160/reports/{p.name}" for p in reports.iterdir())
+
+
+def test_stage_7_refuses_a_seed_it_does_not_have(tmp_path):
+    proc, calls, _, _ = _lane(tmp_path, with_code=True, stages=("7", "7"), extra=("--ft_seeds", "2,5"))
+    assert proc.returncode == 2 and "error: --ft_seeds: stage 7 has seeds 2, 3, 4, not 5" in proc.stdout
+    assert not [c for c in calls if c.startswith(("train.py", "evaluate.py"))]
+
+
+def test_the_dev_choice_pools_the_char_errors_of_every_set_and_takes_the_lowest(tmp_path):
+    """`choose` on the archived fine-tunes: each candidate's CER is its char errors over its reference
+    chars summed over the sets (recounted here from the per-utterance rows), a remedy's candidate reads
+    its own folders (``@window:5``: eval/<set>_window5), and a set a candidate lacks is an error."""
+    import pytest
+
+    study = STUDY / "finetune"
+    files = {run: render_run(rows) for run, rows in read_table(table_of(study)).items()}
+
+    def recount(run, suffix=""):
+        rows = [json.loads(line) for s in ("longform", "test")
+                for line in files[run][f"eval/{s}{suffix}/per_utt.jsonl"].splitlines()]
+        return round(100 * sum(r["char_errors"] for r in rows) / sum(r["ref_chars"] for r in rows), 3)
+
+    cands = ["rope_finetune300_ctc_s2", "rope_finetune300_ctc_s2@window:5", "rope_pi_finetune300_ctc_s2"]
+    c = backlog.choose(study, cands, ["longform", "test"])
+    assert c["dev_cer"] == {"rope_finetune300_ctc_s2": recount("rope_finetune300_ctc_s2"),
+                            "rope_finetune300_ctc_s2@window:5": recount("rope_finetune300_ctc_s2", "_window5"),
+                            "rope_pi_finetune300_ctc_s2": recount("rope_pi_finetune300_ctc_s2")}
+    assert c["chosen"] == min(c["dev_cer"], key=c["dev_cer"].get) == "rope_finetune300_ctc_s2@window:5"
+    assert backlog.main(["choose", str(study), *cands[::-1], "--sets", "longform", "test",
+                         "--out", str(tmp_path / "c.json")]) == 0
+    assert json.loads((tmp_path / "c.json").read_text())["chosen"] == "rope_finetune300_ctc_s2@window:5"
+    with pytest.raises(SystemExit, match="has no eval/longform_window2p5/buckets.csv"):
+        backlog.choose(study, ["rope_finetune300_ctc_s2@window:2.5"], ["longform"])
+    with pytest.raises(SystemExit, match="holds no run 'rope_ctc_s9'"):
+        backlog.choose(study, ["rope_ctc_s9"], ["longform"])
+    assert backlog.archived(study, "rope_finetune300_ctc_s2", table_only=True, with_set="longform_window5")
+    assert not backlog.archived(study, "rope_finetune300_ctc_s2", table_only=True, with_set="longform_window2p5")
+
+
+def test_stage_7_at_seeds_3_and_4_without_seed_2_s_choices_trains_only_the_yardsticks(tmp_path):
+    # two lanes share stage 7: the one of seeds 3 and 4 starts before seed 2's choices exist
+    proc, calls, repo, work = _lane(tmp_path, with_code=True, stages=("7", "7"), extra=("--ft_seeds", "3,4"))
+    assert proc.returncode == 1 and "stage 7: no choice for rope_pi in" in proc.stdout
+    train = [c for c in calls if c.startswith("train.py")]
+    assert train == [f"train.py experiment=synth_yardstick160 pe=rope seed={s} "
+                     f"run_dir={work}/runs/finetune160/rope_yardstick160_ctc_s{s} eval_after_train=false resume=auto"
+                     for s in (3, 4)]
+    assert not [c for c in calls if " choose " in c]
+    assert subprocess_log(repo)[0] == "issue 48 point 4: finetune160, rope_yardstick160_ctc_s4 on test and the long-form set"

@@ -1,11 +1,13 @@
 """Helpers of the ladder backlog lane (`backlog.sh`): input checks, the reproduction check of a
-retrained run, the archive view of a run's ladder decodings, its dev-choice report.
+retrained run, the archive view of a run's ladder decodings, its dev-choice report, and the dev
+choice among archived runs (stage 7's fine-tune settings).
 
     python recipes/synth/study/backlog.py check-inputs --ladder DIR --corpus DIR
     python recipes/synth/study/backlog.py reproduce RUN --study recipes/synth/study/seeds [--out FILE]
     python recipes/synth/study/backlog.py stage RUN OUT          # OUT/<run>/: what the archive keeps
     python recipes/synth/study/backlog.py reports RUN DEST       # DEST/<run>.md, DEST/<run>.choice.json
-    python recipes/synth/study/backlog.py archived DEST RUN [--table-only]  # exit 0 when DEST holds RUN's archive
+    python recipes/synth/study/backlog.py archived DEST RUN [--table-only] [--with-set SET]  # exit 0 when DEST holds RUN's archive
+    python recipes/synth/study/backlog.py choose DEST CAND... --sets SET... --out FILE  # the dev choice among archived runs
     python recipes/synth/study/backlog.py summary DEST RUN       # one line: the choice and test CERs
     python recipes/synth/study/backlog.py attention-summary RUN  # one line: the local share per set
 
@@ -109,19 +111,19 @@ def reproduce(run: Path, study: Path) -> dict:
 
 def stage(run: Path, out: Path) -> Path:
     """``out/<run>/``: run_info.json, config.yaml, the ladder sets' results (eval/ladder_*; the dev
-    pool's sets without their per-utterance scores, as ladder/README.md archives them) and the
-    retrained model's own test and long-form decodings (eval/test, eval/longform: a retrain that
-    does not reproduce the archived run is another model, whose results must be on record too),
-    and the rate ladders of test (eval/test_hop*, eval/test_tempo*: stage 6);
-    the report (eval/ladder/) is archived by `reports`."""
+    pool's sets without their per-utterance scores, as ladder/README.md archives them) and every
+    decoding of the model's own test and long-form sets (eval/test*, eval/longform*: a retrain that
+    does not reproduce the archived run is another model, whose results must be on record too; the
+    rate ladders of test, eval/test_hop* and eval/test_tempo*, of stage 6; the windowed decodings,
+    eval/test_window5 and eval/longform_window5, of stage 7); the report (eval/ladder/) is
+    archived by `reports`."""
     dest = out / run.name
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     for name in ("run_info.json", "config.yaml"):
         shutil.copy2(run / name, dest / name)
-    for d in sorted([*(run / "eval").glob("ladder_*"), run / "eval" / "test", run / "eval" / "longform",
-                     *(run / "eval").glob("test_hop*"), *(run / "eval").glob("test_tempo*")]):
+    for d in sorted([*(run / "eval").glob("ladder_*"), *(run / "eval").glob("test*"), *(run / "eval").glob("longform*")]):
         if not d.is_dir():
             continue
         (dest / "eval" / d.name).mkdir(parents=True)
@@ -147,14 +149,48 @@ def reports(run: Path, dest: Path) -> None:
     (dest / f"{run.name}.choice.json").write_text(json.dumps(choice, indent=1) + "\n")
 
 
-def archived(dest: Path, run: str, table_only: bool = False) -> bool:
+def archived(dest: Path, run: str, table_only: bool = False, with_set: str | None = None) -> bool:
     """Whether ``dest``'s table holds ``run`` and, unless ``table_only`` (a run with no ladder
-    choice: stage 5), its ladder report and choice."""
-    from asr_pe.results_table import runs_in
+    choice: stages 5 and 7), its ladder report and choice; with ``with_set``, also its results of
+    that set (``eval/<with_set>/buckets.csv``: stage 7's runs are archived with their dev sets
+    first, with their test sets once chosen)."""
+    from asr_pe.results_table import read_table, runs_in, table_of
     table = dest / "results.jsonl.xz"
-    return (table.is_file() and run in runs_in(dest)
-            and (table_only or ((dest / "reports" / f"{run}.choice.json").is_file()
-                                and (dest / "reports" / f"{run}.md").is_file())))
+    if not (table.is_file() and run in runs_in(dest)):
+        return False
+    if with_set is not None and f"eval/{with_set}/buckets.csv" not in {r["path"] for r in read_table(table_of(dest))[run]}:
+        return False
+    return table_only or ((dest / "reports" / f"{run}.choice.json").is_file() and (dest / "reports" / f"{run}.md").is_file())
+
+
+def choose(dest: Path, candidates: list[str], sets: list[str]) -> dict:
+    """The dev choice among archived runs of ``dest``: each candidate ``<run>`` or ``<run>@<remedy>``
+    (its results ``eval/<set><the remedy's suffix>/``) scored by its CER pooled over ``sets`` (Σ char
+    errors / Σ reference chars of each set's ``all`` row), the lowest chosen (the first of equals, in
+    the order given). A candidate without a result of every set is an error, not a skip: a choice
+    among fewer candidates than offered would be quietly another choice."""
+    import csv
+    import io
+
+    from asr_pe.inference.remedy_specs import parse_remedies, remedy_suffix
+    from asr_pe.results_table import read_table, render_run, table_of
+
+    runs = read_table(table_of(dest))
+    cers = {}
+    for cand in candidates:
+        run, _, remedy = cand.partition("@")
+        if run not in runs:
+            raise SystemExit(f"error: choose: {dest} holds no run {run!r}")
+        files = render_run(runs[run])
+        errors = chars = 0
+        for s in sets:
+            path = f"eval/{s}{remedy_suffix(parse_remedies(remedy)) if remedy else ''}/buckets.csv"
+            if path not in files:
+                raise SystemExit(f"error: choose: {dest}'s run {run} has no {path}")
+            row = next(r for r in csv.DictReader(io.StringIO(files[path])) if r["bucket"] == "all")
+            errors, chars = errors + int(row["char_errors"]), chars + int(row["ref_chars"])
+        cers[cand] = round(100 * errors / chars, 3)
+    return {"sets": sets, "dev_cer": cers, "chosen": min(cers, key=cers.get)}
 
 
 def attention_summary(run: Path) -> str:
@@ -199,6 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("dest", type=Path)
     a.add_argument("run")
     a.add_argument("--table-only", action="store_true", help="the table alone (a run with no ladder choice)")
+    a.add_argument("--with-set", default=None, help="and the run's results of this set (eval/<set>/)")
+    a = sub.add_parser("choose")
+    a.add_argument("dest", type=Path)
+    a.add_argument("candidates", nargs="+", help="<run> or <run>@<remedy>, e.g. source_rope_ctc_s2@window:5")
+    a.add_argument("--sets", nargs="+", required=True)
+    a.add_argument("--out", type=Path, required=True, help="the choice as JSON; the chosen candidate is printed")
     a = sub.add_parser("attention-summary")
     a.add_argument("run", type=Path)
     a = sub.add_parser("summary")
@@ -224,7 +266,13 @@ def main(argv: list[str] | None = None) -> int:
         reports(args.run, args.dest)
         return 0
     if args.cmd == "archived":
-        return 0 if archived(args.dest, args.run, args.table_only) else 1
+        return 0 if archived(args.dest, args.run, args.table_only, args.with_set) else 1
+    if args.cmd == "choose":
+        c = choose(args.dest, args.candidates, args.sets)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(c, indent=1) + "\n")
+        print(c["chosen"])
+        return 0
     if args.cmd == "attention-summary":
         print(attention_summary(args.run))
         return 0

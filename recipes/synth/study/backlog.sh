@@ -33,6 +33,20 @@
 #            study/rate/ decoded the baselines -> study/cape_parts/hop/<arm>/ (the run's own test and
 #            long-form decodings and the hop sets; no length ladder); a folder of its own, so that
 #            cape_parts/<arm>/, which its README quotes, stays what it quotes
+#   stage 7: issue 48 point 4, the RoPE controls at the length tested -> study/finetune160/: per seed 2, 3, 4,
+#            the source (rope_ctc_s<seed> trained by the study's recipe, as source_rope_ctc_s<seed>), the
+#            fine-tunes on training utterances joined to <= 160 s (experiment=synth_finetune160): plain RoPE,
+#            PI and YaRN at s = 32 (160 s / 5 s), the continuation control on the study's short utterances,
+#            and the yardstick trained from scratch on inputs joined to <= 160 s (synth_yardstick160).
+#            Seed 2 chooses every setting on the dev ladder's two 160 s rungs (CER pooled over
+#            ladder_dev_gap500ms_160 and ladder_dev_nogap_160): each method's lr (3e-4, 1e-3) and steps
+#            (100, 300), YaRN's beta (10, 32), and the window (±2.5 s, ±5 s) of the source and of the
+#            continuation control, which are decoded with it; seeds 3 and 4 train the settings seed 2
+#            chose. Every chosen model (and the yardstick) is decoded on test and the long-form set
+#            (the in-context ratio). Each run is archived and committed when done (a grid run with its
+#            dev sets, again with its test sets once chosen); the choices as reports/choice_<method>_s2.json.
+#            No checkpoint outlives a session: a later session trains a source again (deterministic on
+#            one machine type and commit) where a fine-tune of it is still to run.
 #   Stages 3-4 and 6 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
 #   worktree of such a commit, one commit for all the runs of a stage.
 #   Training since da33d49 (2026-11-27: SpecAugment's masks from a seed per item, the steps' random
@@ -58,13 +72,14 @@
 # study/ladder/ (seeds 2, 3), which RESULTS.md and the READMEs quote, stay what they quote until a
 # folder is complete.
 #
-# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 6] [--work_dir DIR] [--commit_repo DIR]
+# Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 7] [--work_dir DIR] [--commit_repo DIR]
 #                                      [--threads 1] [--nice 10] [--arms frontend70,conformer,frontend70_long]
-#                                      [--pes none,sinusoidal,rope,relative,cape] [--seeds 1]
+#                                      [--pes none,sinusoidal,rope,relative,cape] [--seeds 1] [--ft_seeds 2,3,4]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
 #   --arms         stage 5's arms, in this order (two lanes can share the stage: one arm each)
 #   --seeds        stage 5's seeds, in this order (default: each arm's own; two lanes can share an arm: one
 #                  set of seeds each)
+#   --ft_seeds     stage 7's seeds, in this order (2 first: it makes the dev choices the others use)
 #   --pes          stage 4's PEs, in this order (two lanes can share the stage: one set of PEs each;
 #                  lanes take turns to archive, each on top of what the others committed)
 #   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
@@ -75,7 +90,7 @@ set -euo pipefail
 # One { ... } block, read whole before it runs: editing this file mid-run cannot change the running copy.
 {
 stage=0
-stop_stage=6
+stop_stage=7
 work_dir=$HOME/asr_pe_backlog
 commit_repo=""
 threads=1
@@ -83,6 +98,7 @@ niceness=10
 arms=frontend70,conformer,frontend70_long
 transducer_pes=none,sinusoidal,rope,relative,cape
 arm_seeds=""
+ft_seeds="2 3 4"
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=$2; shift 2 ;;
@@ -94,6 +110,7 @@ while [ $# -gt 0 ]; do
     --arms) arms=$2; shift 2 ;;
     --pes) transducer_pes=$2; shift 2 ;;
     --seeds) arm_seeds=${2//,/ }; shift 2 ;;
+    --ft_seeds|--ft-seeds) ft_seeds=${2//,/ }; shift 2 ;;
     -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1; see $0 --help" >&2; exit 2 ;;
   esac
@@ -134,6 +151,9 @@ for pe in "${transducer_pe_list[@]}"; do
   case "$pe" in none|sinusoidal|rope|relative|cape) ;;
     *) log "error: --pes: no PE $pe in the transducer arm (none, sinusoidal, rope, relative, cape)"; exit 2 ;;
   esac
+done
+for seed in $ft_seeds; do
+  case "$seed" in 2|3|4) ;; *) log "error: --ft_seeds: stage 7 has seeds 2, 3, 4, not $seed"; exit 2 ;; esac
 done
 log "backlog: code $repo ($(git -C "$repo" rev-parse --short HEAD)), commits to $commit_repo, work in $work_dir"
 log "  python $PYTHON: $("$PYTHON" -c 'import asr_pe; print(asr_pe.__file__)')"
@@ -430,6 +450,157 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
       for arm in $cape_arms; do
         hop_run "$arm" "$seed" || failed=1
       done
+    done
+  else
+    failed=1
+  fi
+fi
+# The RoPE controls at 160 s (stage 7). A run's folder is runs/finetune160/<run>; ft_* below.
+ft_dest=recipes/synth/study/finetune160
+ft_methods="rope rope_pi rope_yarn_b10 rope_yarn_b32 rope_shortft"
+ft_lrs="3e-4 1e-3"
+ft_steps="100 300"
+ft_windows="window:2.5 window:5"
+ft_method() {  # method -> the fine-tune's Hydra overrides
+  case "$1" in
+    rope) echo "pe=rope" ;;
+    rope_pi) echo "pe=rope_pi pe.attention.scaling.target_seconds=160" ;;
+    rope_yarn_b10) echo "pe=rope_yarn pe.attention.scaling.target_seconds=160 pe.attention.scaling.beta=10" ;;
+    rope_yarn_b32) echo "pe=rope_yarn pe.attention.scaling.target_seconds=160 pe.attention.scaling.beta=32" ;;
+    rope_shortft) echo "pe=rope data.concat_max_seconds=null" ;;   # the continuation control
+  esac
+}
+ft_windowed() { [ "$1" = rope_shortft ]; }   # decoded with the window (so is the source), chosen on dev
+ft_rundir() { echo "$work_dir/runs/finetune160/$1"; }
+ft_cand() { echo "${1}_ft160_lr${2}_st${3}_ctc_s${4}"; }   # method lr steps seed -> run name
+ft_train() {  # run, then train.py's arguments: resume=auto trains what the folder lacks (nothing once trained)
+  local run=$1; shift
+  log "  finetune160/$run: training (log $work_dir/logs/finetune160-$run.log)"
+  run_py train.py "$@" run_dir="$(ft_rundir "$run")" eval_after_train=false resume=auto \
+    >> "$work_dir/logs/finetune160-$run.log" 2>&1 || { log "  finetune160/$run: training FAILED"; return 1; }
+}
+ft_ready=""   # the seeds whose source this lane has trained (or found trained) so far
+ft_source() {  # seed: the source model, trained by the study's recipe
+  [[ " $ft_ready " == *" $1 "* ]] && return 0
+  ft_train "source_rope_ctc_s$1" experiment=synth_study pe=rope seed="$1" || return 1
+  ft_ready+=" $1"
+}
+ft_decode() {  # run what (dev|test) [remedy]: evaluate.py on the dev ladder's 160 s rungs or on the run's test sets
+  local run=$1 what=$2 remedy=${3:-} rd
+  rd=$(ft_rundir "$run")
+  local -a args=("run=$rd")
+  [ "$what" = dev ] && args+=("data.test=[$ladder_dir/ladder_dev_gap500ms_160.jsonl,$ladder_dir/ladder_dev_nogap_160.jsonl]")
+  [ -n "$remedy" ] && args+=("eval.remedy=$remedy")
+  log "  finetune160/$run: $what sets${remedy:+, $remedy}"
+  run_py evaluate.py "${args[@]}" >> "$work_dir/logs/finetune160-$run.log" 2>&1 \
+    || { log "  finetune160/$run: decoding FAILED"; return 1; }
+}
+ft_archive() {  # run message: the run's table rows (and the choices so far) archived and committed
+  local run=$1 msg=$2
+  take_archive_turn
+  sync_dest "$ft_dest"
+  mkdir -p "$repo/$ft_dest"
+  run_py recipes/synth/study/backlog.py stage "$(ft_rundir "$run")" "$work_dir/archive/finetune160" > /dev/null \
+    && run_py -m asr_pe.results_table add "$repo/$ft_dest" "$work_dir/archive/finetune160/$run" --remedy-utts \
+    && run_py -m asr_pe.results_table check "$repo/$ft_dest" "$work_dir/archive/finetune160/$run" \
+    || stop_lane "finetune160/$run: archiving FAILED" "$repo/$ft_dest" "$run"
+  local -a paths=("$ft_dest/results.jsonl.xz")
+  local f
+  for f in "$repo/$ft_dest"/reports/choice_*.json; do [ -e "$f" ] && paths+=("${f#"$repo/"}"); done
+  commit_paths "issue 48 point 4: finetune160, $msg" "${paths[@]}" || stop_lane "finetune160/$run: commit FAILED" "$repo/$ft_dest" "$run"
+  flock -u 8
+}
+ft_archived() { run_py recipes/synth/study/backlog.py archived "$commit_repo/$ft_dest" "$1" --table-only ${2:+--with-set "$2"}; }
+ft_dev_run() {  # method lr steps seed source: a grid run of seed 2 trained, decoded on the dev rungs, archived
+  local m=$1 lr=$2 steps=$3 seed=$4 run
+  run=$(ft_cand "$m" "$lr" "$steps" "$seed")
+  ft_archived "$run" "ladder_dev_nogap_160$(ft_windowed "$m" && echo _window5)" && return 0
+  ft_source "$seed" || return 1
+  # shellcheck disable=SC2046  # the method's overrides, one word each
+  ft_train "$run" experiment=synth_finetune160 init_from="$(ft_rundir "source_rope_ctc_s$seed")" seed="$seed" \
+    optim.lr="$lr" trainer.max_steps="$steps" arm="${m}_lr${lr}_st${steps}" $(ft_method "$m") || return 1
+  local w
+  if ft_windowed "$m"; then
+    for w in $ft_windows; do ft_decode "$run" dev "$w" || return 1; done
+  else
+    ft_decode "$run" dev || return 1
+  fi
+  ft_archive "$run" "$run trained, on the dev ladder's 160 s rungs"
+}
+ft_test_run() {  # run remedy seed train-args...: a chosen model (trained when its folder lacks it) decoded on test, archived
+  local run=$1 remedy=$2 seed=$3; shift 3
+  ft_archived "$run" "longform${remedy:+$(run_py -m asr_pe.inference.remedy_specs suffix "$remedy")}" && return 0
+  case "$run" in
+    rope_yardstick160_*) ft_train "$run" "$@" || return 1 ;;      # from scratch
+    source_*) ft_source "$seed" || return 1 ;;
+    *) { ft_source "$seed" && ft_train "$run" "$@"; } || return 1 ;;
+  esac
+  if [ "$seed" = 2 ] && [ "$run" != "rope_yardstick160_ctc_s2" ]; then   # its dev decodings, in the table already
+    local w
+    if [ -n "$remedy" ]; then for w in $ft_windows; do ft_decode "$run" dev "$w" || return 1; done
+    else ft_decode "$run" dev || return 1; fi
+  fi
+  ft_decode "$run" test || return 1
+  [ -z "$remedy" ] || ft_decode "$run" test "$remedy" || return 1
+  ft_archive "$run" "$run on test and the long-form set${remedy:+ (plain and $remedy)}"
+}
+
+if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
+  check_inputs
+  log "stage 7: the RoPE controls at 160 s (issue 48 point 4), seeds ${ft_seeds// /, } -> $ft_dest"
+  if needs_code "stage 7" conf/experiment/synth_finetune160.yaml; then
+    for seed in $ft_seeds; do
+      dev_failed=0
+      if [ "$seed" = 2 ]; then   # the grid, then each method's choice on dev
+        for m in $ft_methods; do
+          for lr in $ft_lrs; do for steps in $ft_steps; do ft_dev_run "$m" "$lr" "$steps" 2 || dev_failed=1; done; done
+        done
+        run=source_rope_ctc_s2
+        if ! ft_archived "$run" ladder_dev_nogap_160_window5; then
+          if ft_source 2; then
+            for w in $ft_windows; do ft_decode "$run" dev "$w" || dev_failed=1; done
+            [ "$dev_failed" = 1 ] || ft_archive "$run" "$run trained (the study's recipe), on the dev ladder's 160 s rungs"
+          else dev_failed=1; fi
+        fi
+      fi
+      # a choice among fewer candidates than offered would be another choice: none without all of them
+      [ "$dev_failed" = 0 ] || { log "  stage 7: seed 2's dev runs are incomplete; no choice, nothing on test"; failed=1; break; }
+      for m in source $ft_methods; do
+        choice=$commit_repo/$ft_dest/reports/choice_${m}_s2.json
+        if [ "$seed" = 2 ] && [ ! -f "$choice" ]; then
+          cands=()
+          if [ "$m" = source ]; then
+            for w in $ft_windows; do cands+=("source_rope_ctc_s2@$w"); done
+          else
+            for lr in $ft_lrs; do for steps in $ft_steps; do
+              c=$(ft_cand "$m" "$lr" "$steps" 2)
+              if ft_windowed "$m"; then for w in $ft_windows; do cands+=("$c@$w"); done; else cands+=("$c"); fi
+            done; done
+          fi
+          mkdir -p "$repo/$ft_dest/reports"
+          chosen=$(run_py recipes/synth/study/backlog.py choose "$commit_repo/$ft_dest" "${cands[@]}" \
+                   --sets ladder_dev_gap500ms_160 ladder_dev_nogap_160 --out "$repo/$ft_dest/reports/choice_${m}_s2.json") \
+            || { log "  stage 7: the choice of $m FAILED"; failed=1; continue; }
+          log "  stage 7: $m: chosen on dev $chosen"
+          [ "$commit_repo" = "$repo" ] || { mkdir -p "$(dirname "$choice")"; cp "$repo/$ft_dest/reports/choice_${m}_s2.json" "$choice"; }
+        fi
+        [ -f "$choice" ] || { log "  stage 7: no choice for $m in $choice yet (seed 2 makes it)"; failed=1; continue; }
+        chosen=$(run_py -c "import json, sys; print(json.load(open(sys.argv[1]))['chosen'])" "$choice") \
+          || { log "  stage 7: $choice unreadable"; failed=1; continue; }
+        base=${chosen%%@*} remedy=""; [[ "$chosen" == *@* ]] && remedy=${chosen#*@}
+        if [ "$m" = source ]; then
+          ft_test_run "source_rope_ctc_s$seed" "$remedy" "$seed" || failed=1
+        else
+          lr=${base#*_lr}; lr=${lr%%_st*}; steps=${base#*_st}; steps=${steps%%_*}
+          [ "$(ft_cand "$m" "$lr" "$steps" 2)" = "$base" ] \
+            || { log "  stage 7: $choice names $base, not a run of $m's grid"; failed=1; continue; }
+          # shellcheck disable=SC2046
+          ft_test_run "$(ft_cand "$m" "$lr" "$steps" "$seed")" "$remedy" "$seed" experiment=synth_finetune160 \
+            init_from="$(ft_rundir "source_rope_ctc_s$seed")" seed="$seed" optim.lr="$lr" trainer.max_steps="$steps" \
+            arm="${m}_lr${lr}_st${steps}" $(ft_method "$m") || failed=1
+        fi
+      done
+      ft_test_run "rope_yardstick160_ctc_s$seed" "" "$seed" experiment=synth_yardstick160 pe=rope seed="$seed" || failed=1
     done
   else
     failed=1
