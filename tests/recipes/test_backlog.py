@@ -273,6 +273,27 @@ def test_two_lanes_sharing_stage_4_each_archive_on_top_of_the_other_s_commit(tmp
     assert len(trained) == 6   # each run by one lane
 
 
+def test_two_lanes_sharing_stage_5_s_arm_each_archive_on_top_of_the_other_s_commit(tmp_path):
+    # the Conformer arm split by seed (--seeds 0 / --seeds 1): lane B trains while lane A commits, and must
+    # add its runs and its retrained.jsonl lines to A's committed files, not to its copy from before
+    commit_repo = _checkout(tmp_path / "main", with_code=False)
+    a_repo, b_repo = (_checkout(tmp_path / name, with_code=False) for name in ("a", "b"))
+    dest = commit_repo / "recipes/synth/study/attention/arms/conformer"
+    b = _start_lane(tmp_path, b_repo, tmp_path / "work_b", stages=("5", "5"),
+                    extra=("--commit_repo", str(commit_repo), "--arms", "conformer", "--seeds", "1"),
+                    env_extra={"FAKE_TRAIN_WAITS_FOR": str(dest / "results.jsonl.xz")})
+    a = _start_lane(tmp_path, a_repo, tmp_path / "work_a", stages=("5", "5"),
+                    extra=("--commit_repo", str(commit_repo), "--arms", "conformer", "--seeds", "0"))
+    for lane in (a, b):
+        out, err = lane.communicate(timeout=300)
+        assert lane.returncode == 0, out[-3000:] + err[-3000:]
+    runs = sorted(f"{pe}_ctc_s{seed}" for pe in ("none", "sinusoidal", "rope", "relative", "cape") for seed in (0, 1))
+    assert sorted((dest / "results.jsonl.xz").read_text().split()) == runs
+    assert sorted(Path(line).name for line in (dest / "retrained.jsonl").read_text().split()) == runs
+    log = subprocess_log(commit_repo)
+    assert len(log) == 1 + 10 and all(line.startswith("issue 48 point 7: arms/conformer, ") for line in log[:-1])
+
+
 def test_a_pe_outside_the_transducer_arm_is_refused_before_anything_runs(tmp_path):
     proc, calls, _, _ = _lane(tmp_path, with_code=True, stages=("4", "4"), extra=("--pes", "none,shaw"))
     assert proc.returncode == 2 and not calls
@@ -313,9 +334,9 @@ def test_stage_5_trains_the_arms_again_measures_their_attention_and_commits_each
     sets = ",".join([f"{ladder}/ladder_test_alone.jsonl"] + [f"{ladder}/ladder_test_gap500ms_{r}.jsonl"
                                                             for r in (5, 10, 20, 40, 80, 160)])
     assert after == [
+        f"scripts/attention_vs_length.py run={first} per_bucket=50 data.test=[{sets}]",
         f"recipes/synth/study/backlog.py reproduce {first} --study recipes/synth/study/arms/frontend70 "
         f"--out {dest}/retrained.jsonl",
-        f"scripts/attention_vs_length.py run={first} per_bucket=50 data.test=[{sets}]",
         f"recipes/synth/study/backlog.py stage {first} {work}/archive/arms/frontend70",
         f"-m asr_pe.results_table add {dest} {work}/archive/arms/frontend70/relative_ctc_s0 --remedy-utts",
         f"-m asr_pe.results_table check {dest} {work}/archive/arms/frontend70/relative_ctc_s0",

@@ -207,6 +207,18 @@ sync_dest() {
   fi
 }
 
+# archive_run RUNDIR ARCHIVE DEST: the run staged as ARCHIVE/<run> (what the archive keeps of it), added to
+# this checkout's DEST table with every set's per-utterance scores (--remedy-utts: whatever the checkout's
+# table code makes of a buckets.meta.json; ec2787b's read an empty "remedy" as a remedy's results) and
+# checked against the folder. The caller holds the archive turn, from its sync_dest to its commit.
+archive_run() {
+  local rundir=$1 archive=$2 dest=$3 run
+  run=$(basename "$rundir")
+  run_py recipes/synth/study/backlog.py stage "$rundir" "$archive" > /dev/null \
+    && run_py -m asr_pe.results_table add "$repo/$dest" "$archive/$run" --remedy-utts \
+    && run_py -m asr_pe.results_table check "$repo/$dest" "$archive/$run"
+}
+
 one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [override...]]]]
   # what: the commit message's issue and point; origin: the archive a retrain is compared with (empty:
   # a new run, nothing to compare); loss: ctc unless given; arm: a study arm (run folder runs/<arm>/,
@@ -254,9 +266,7 @@ one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [overri
     paths+=("$dest/retrained.jsonl")
   fi
   # (set -e does not act inside a function called with ||: every step checks its own status)
-  run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive${arm:+/$arm}" > /dev/null \
-    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive${arm:+/$arm}/$run" --remedy-utts \
-    && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive${arm:+/$arm}/$run" \
+  archive_run "$rundir" "$work_dir/archive${arm:+/$arm}" "$dest" \
     && run_py recipes/synth/study/backlog.py reports "$rundir" "$repo/$dest/reports" \
     || stop_lane "$run: archiving FAILED" "$repo/$dest" "$run"
   local line
@@ -357,19 +367,12 @@ attention_run() {  # arm (the folder of study/arms/) experiment pe seed
   if run_py recipes/synth/study/backlog.py archived "$commit_repo/$dest" "$run" --table-only; then
     log "  arms/$arm/$run: archived in $dest, skipped"; return 0
   fi
-  sync_dest "$dest"
   if [ ! -f "$rundir/eval/done.json" ]; then
     log "  arms/$arm/$run: training (log $runlog)"
     run_py train.py -m experiment="$exp" hydra.sweep.dir="$runs_dir" pe="$pe" seed="$seed" >> "$runlog" 2>&1 \
       || { log "  arms/$arm/$run: training FAILED (see $runlog)"; return 1; }
   fi
   [ -f "$rundir/eval/done.json" ] || { log "  arms/$arm/$run: no eval/done.json after training (see $runlog)"; return 1; }
-  mkdir -p "$repo/$dest"
-  local rep reproduced
-  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "recipes/synth/study/arms/$arm" \
-        --out "$repo/$dest/retrained.jsonl") || { log "  arms/$arm/$run: reproduction check FAILED"; return 1; }
-  log "  arms/$arm/$run: reproduction of study/arms/$arm/$run: $rep"
-  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
   if [ ! -f "$rundir/attention_stats/attention_stats.csv" ]; then
     log "  arms/$arm/$run: attention on the ladder's test pool (log $runlog)"
     local sets="$ladder_dir/ladder_test_alone.jsonl" r
@@ -378,18 +381,24 @@ attention_run() {  # arm (the folder of study/arms/) experiment pe seed
     (cd "$commit_repo" && PYTHONPATH="$commit_repo" run_py scripts/attention_vs_length.py run="$rundir" per_bucket=50 \
        "data.test=[$sets]" >> "$runlog" 2>&1) || { log "  arms/$arm/$run: attention FAILED (see $runlog)"; return 1; }
   fi
-  # --remedy-utts as one_run: every set's per-utterance scores kept, whatever the checkout's table code
-  # makes of its buckets.meta.json (ec2787b's read an empty "remedy" as a remedy's results)
-  run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive/arms/$arm" > /dev/null \
-    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/arms/$arm/$run" --remedy-utts \
-    && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive/arms/$arm/$run" \
-    || stop_lane "arms/$arm/$run: archiving FAILED" "$repo/$dest" "$run"
+  # Lanes that share an arm (--seeds) take turns from here to the commit, as one_run: each adds its run
+  # (and its line of retrained.jsonl) to what the others committed since this run started
+  take_archive_turn
+  sync_dest "$dest"
+  mkdir -p "$repo/$dest"
+  local rep reproduced
+  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "recipes/synth/study/arms/$arm" \
+        --out "$repo/$dest/retrained.jsonl") || { log "  arms/$arm/$run: reproduction check FAILED"; flock -u 8; return 1; }
+  log "  arms/$arm/$run: reproduction of study/arms/$arm/$run: $rep"
+  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
+  archive_run "$rundir" "$work_dir/archive/arms/$arm" "$dest" || stop_lane "arms/$arm/$run: archiving FAILED" "$repo/$dest" "$run"
   local line
   line=$(run_py recipes/synth/study/backlog.py attention-summary "$rundir") \
     || stop_lane "arms/$arm/$run: attention summary FAILED" "$repo/$dest" "$run"
   log "  arms/$arm/$line"
   commit_paths "issue 48 point 7: arms/$arm, $run retrained (archived run reproduced: $reproduced), its attention on the ladder's test pool; $line" \
     "$dest/results.jsonl.xz" "$dest/retrained.jsonl" || stop_lane "arms/$arm/$run: commit FAILED" "$repo/$dest" "$run"
+  flock -u 8
 }
 
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
@@ -433,10 +442,7 @@ hop_run() {  # arm seed
         --out "$repo/$dest/retrained.jsonl") || { log "  hop/$arm/$run: reproduction check FAILED"; flock -u 8; return 1; }
   log "  hop/$arm/$run: reproduction of study/cape_parts/$arm/$run: $rep"
   reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
-  run_py recipes/synth/study/backlog.py stage "$rundir" "$work_dir/archive/hop/$arm" > /dev/null \
-    && run_py -m asr_pe.results_table add "$repo/$dest" "$work_dir/archive/hop/$arm/$run" --remedy-utts \
-    && run_py -m asr_pe.results_table check "$repo/$dest" "$work_dir/archive/hop/$arm/$run" \
-    || stop_lane "hop/$arm/$run: archiving FAILED" "$repo/$dest" "$run"
+  archive_run "$rundir" "$work_dir/archive/hop/$arm" "$dest" || stop_lane "hop/$arm/$run: archiving FAILED" "$repo/$dest" "$run"
   commit_paths "issue 45 point 4: cape_parts/hop/$arm, $run retrained (archived run reproduced: $reproduced), on the hop ladder of test" \
     "$dest/results.jsonl.xz" "$dest/retrained.jsonl" || stop_lane "hop/$arm/$run: commit FAILED" "$repo/$dest" "$run"
   flock -u 8
@@ -500,10 +506,7 @@ ft_archive() {  # run message: the run's table rows (and the choices so far) arc
   take_archive_turn
   sync_dest "$ft_dest"
   mkdir -p "$repo/$ft_dest"
-  run_py recipes/synth/study/backlog.py stage "$(ft_rundir "$run")" "$work_dir/archive/finetune160" > /dev/null \
-    && run_py -m asr_pe.results_table add "$repo/$ft_dest" "$work_dir/archive/finetune160/$run" --remedy-utts \
-    && run_py -m asr_pe.results_table check "$repo/$ft_dest" "$work_dir/archive/finetune160/$run" \
-    || stop_lane "finetune160/$run: archiving FAILED" "$repo/$ft_dest" "$run"
+  archive_run "$(ft_rundir "$run")" "$work_dir/archive/finetune160" "$ft_dest" || stop_lane "finetune160/$run: archiving FAILED" "$repo/$ft_dest" "$run"
   local -a paths=("$ft_dest/results.jsonl.xz")
   local f
   for f in "$repo/$ft_dest"/reports/choice_*.json; do [ -e "$f" ] && paths+=("${f#"$repo/"}"); done
