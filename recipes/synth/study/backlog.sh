@@ -219,6 +219,21 @@ archive_run() {
     && run_py -m asr_pe.results_table check "$repo/$dest" "$archive/$run"
 }
 
+# retrain_archive TAG RUNDIR STUDY ARCHIVE DEST (stages 5 and 6): takes the archive turn (the caller's commit
+# gives it back, `flock -u 8`, or the lane's exit), syncs DEST, compares the run with its archived namesake in
+# STUDY (a line of DEST/retrained.jsonl; sets $reproduced) and archives it (archive_run)
+retrain_archive() {
+  local tag=$1 rundir=$2 study=$3 archive=$4 dest=$5 rep
+  take_archive_turn
+  sync_dest "$dest"
+  mkdir -p "$repo/$dest"
+  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$study" --out "$repo/$dest/retrained.jsonl") \
+    || { log "  $tag: reproduction check FAILED"; flock -u 8; return 1; }
+  log "  $tag: reproduction of ${study#"$commit_repo/"}/$(basename "$rundir"): $rep"
+  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
+  archive_run "$rundir" "$archive" "$dest" || stop_lane "$tag: archiving FAILED" "$repo/$dest" "$(basename "$rundir")"
+}
+
 one_run() {  # what pe seed dest origin candidates [loss [arm [rate_axis [override...]]]]
   # what: the commit message's issue and point; origin: the archive a retrain is compared with (empty:
   # a new run, nothing to compare); loss: ctc unless given; arm: a study arm (run folder runs/<arm>/,
@@ -383,15 +398,9 @@ attention_run() {  # arm (the folder of study/arms/) experiment pe seed
   fi
   # Lanes that share an arm (--seeds) take turns from here to the commit, as one_run: each adds its run
   # (and its line of retrained.jsonl) to what the others committed since this run started
-  take_archive_turn
-  sync_dest "$dest"
-  mkdir -p "$repo/$dest"
-  local rep reproduced
-  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "recipes/synth/study/arms/$arm" \
-        --out "$repo/$dest/retrained.jsonl") || { log "  arms/$arm/$run: reproduction check FAILED"; flock -u 8; return 1; }
-  log "  arms/$arm/$run: reproduction of study/arms/$arm/$run: $rep"
-  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
-  archive_run "$rundir" "$work_dir/archive/arms/$arm" "$dest" || stop_lane "arms/$arm/$run: archiving FAILED" "$repo/$dest" "$run"
+  local reproduced
+  retrain_archive "arms/$arm/$run" "$rundir" "recipes/synth/study/arms/$arm" "$work_dir/archive/arms/$arm" "$dest" \
+    || return 1
   local line
   line=$(run_py recipes/synth/study/backlog.py attention-summary "$rundir") \
     || stop_lane "arms/$arm/$run: attention summary FAILED" "$repo/$dest" "$run"
@@ -433,16 +442,10 @@ hop_run() {  # arm seed
   log "  hop/$arm/$run: the hop ladder of test (log $runlog)"
   run_py scripts/evaluate_rates.py run="$rundir" axis=hop_ms data.test=test device=cpu >> "$runlog" 2>&1 \
     || { log "  hop/$arm/$run: evaluate_rates FAILED (see $runlog)"; return 1; }
-  take_archive_turn   # as one_run
-  sync_dest "$dest"
-  mkdir -p "$repo/$dest"
-  local rep reproduced
+  local reproduced
   # the arm's archive as the commit checkout has it: a worktree of stage 3's commit predates it
-  rep=$(run_py recipes/synth/study/backlog.py reproduce "$rundir" --study "$commit_repo/recipes/synth/study/cape_parts/$arm" \
-        --out "$repo/$dest/retrained.jsonl") || { log "  hop/$arm/$run: reproduction check FAILED"; flock -u 8; return 1; }
-  log "  hop/$arm/$run: reproduction of study/cape_parts/$arm/$run: $rep"
-  reproduced=$(grep -o '"reproduced": [a-z]*' <<< "$rep" | cut -d' ' -f2)
-  archive_run "$rundir" "$work_dir/archive/hop/$arm" "$dest" || stop_lane "hop/$arm/$run: archiving FAILED" "$repo/$dest" "$run"
+  retrain_archive "hop/$arm/$run" "$rundir" "$commit_repo/recipes/synth/study/cape_parts/$arm" "$work_dir/archive/hop/$arm" \
+    "$dest" || return 1
   commit_paths "issue 45 point 4: cape_parts/hop/$arm, $run retrained (archived run reproduced: $reproduced), on the hop ladder of test" \
     "$dest/results.jsonl.xz" "$dest/retrained.jsonl" || stop_lane "hop/$arm/$run: commit FAILED" "$repo/$dest" "$run"
   flock -u 8
