@@ -2267,6 +2267,34 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("Conformer none s1: overlaps seed 0", "overlapping seed 0's",
          lambda d: [] if (a := run_attention("arms/conformer/none_ctc_s1", "ladder_test_alone"))[1]
          <= (z := run_attention("arms/conformer/none_ctc_s0", "ladder_test_alone"))[2] and z[1] <= a[2] else ["CIs apart"]),
+    *_uniform("arms/conformer/sinusoidal_ctc_s1", "as at seed 0: at 160 s its mean attended distance is\n  {} s of {} s, a "
+              "third of the recording, with {} % [{}, {}] of its attention within\n  ±0.5 s; on the 2-3 s utterances {} % [{}, {}]",
+              "its\n  attention is near uniform on long inputs, as at seed 0"),
+    Claim("Conformer sinusoidal s1: against none s1, and seed 0", "overlapping the {} % of `none` at seed 1\n  (at seed 0, {} % against {} %)",
+          lambda d: [100 * run_attention("arms/conformer/none_ctc_s1", "ladder_test_alone")[0],
+                     100 * run_attention("arms/conformer/sinusoidal_ctc_s0", "ladder_test_alone")[0],
+                     100 * run_attention("arms/conformer/none_ctc_s0", "ladder_test_alone")[0]]),
+    Fact("Conformer sinusoidal s1: overlaps none s1", "% of `none` at seed 1",
+         lambda d: [] if (s := run_attention("arms/conformer/sinusoidal_ctc_s1", "ladder_test_alone"))[1]
+         <= (n := run_attention("arms/conformer/none_ctc_s1", "ladder_test_alone"))[2] and n[1] <= s[2] else ["CIs apart"]),
+    Fact("Conformer sinusoidal s1: reproduced", "Sinusoidal, Conformer, seed 1** (2026-12-02), which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("conformer", "sinusoidal_ctc_s1")["reproduced"] else ["not reproduced"]),
+    Claim("Conformer relative s0: shares, distance, against the Transformer's and RoPE, the three-utterance table",
+          "from {} % [{}, {}] within\n  ±0.5 s on the 2-3 s utterances (the Transformer's relative, seed 4: {} %), falling at every\n  "
+          "rung ({} % on the 5 s rung, {} % at 20 s) to {} % [{}, {}] at 160 s, where its mean\n  attended distance is {} s "
+          "of {} s (the Conformer's RoPE: {} % and {} s). The\n  three-utterance table said {} and {}",
+          lambda d: [*(r := _local_by_length("arms/conformer/relative_ctc_s0"))[:3],
+               100 * s4_attention("relative", "ladder_test_alone")[0], *r[3:],
+               100 * run_attention("arms/conformer/rope_ctc_s0", "ladder_test_gap500ms_160")[0],
+               run_attention("arms/conformer/rope_ctc_s0", "ladder_test_gap500ms_160", "mean_distance_s")[0],
+               local(d, "relative", "2-4", "arms/conformer"), local(d, "relative", "128-256", "arms/conformer")]),
+    Fact("Conformer relative s0: the most local of seed 0 at every rung, falling", "the\n  Conformer's most local "
+         "attention at every length of seed 0",
+         lambda d: _falls("arms/conformer/relative_ctc_s0")
+         + [f"{s}: {o} not below relative" for s in ATT_SETS for o in ("none", "sinusoidal", "rope")
+            if not run_attention(f"arms/conformer/{o}_ctc_s0", s)[2] < run_attention("arms/conformer/relative_ctc_s0", s)[1]]),
+    Fact("Conformer relative s0: reproduced", "Relative, Conformer, seed 0** (2026-12-02), which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("conformer", "relative_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
