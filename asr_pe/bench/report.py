@@ -26,8 +26,8 @@ SCRIPT = "scripts/bench_attention.py"  # the command the markdown records
 def machine_info(device: torch.device) -> str:
     """The machine as ``run_info.json`` records it (`machine_record`: CPU model, the vector
     instructions torch dispatches to, torch, threads, the GPU) plus the CPU count: two guests
-    both named "AMD EPYC" differ in their instructions, and their ratios differ with them
-    (docs/benchmarks.md, 2026-12-02)."""
+    both named "AMD EPYC" can differ in their instructions, and a table must say which one it
+    was measured on (docs/benchmarks.md, 2026-12-02)."""
     r = machine_record(device)
     info = f"{r['cpu']}, {os.cpu_count()} CPUs, {r['cpu_capability']}, torch {r['torch']}, {r['threads']} threads"
     return info + (f", GPU {r['gpu']}" if "gpu" in r else "")
