@@ -163,6 +163,7 @@ case "$1" in
     else mkdir -p "$d/${pe}_${loss}_s${seed}/eval" && touch "$d/${pe}_${loss}_s${seed}/eval/done.json"; fi ;;
   -m)
     [ "$2" = asr_pe.inference.remedy_specs ] && exec REAL_PYTHON "$@"
+    [ "$2" = pytest ] && { echo "pytest in $PWD" >> "$FAKE_LOG"; [ -z "${FAKE_ARCHIVE_CHECK_FAILS:-}" ]; exit; }
     [ "$3" = add ] && mkdir -p "$4" && basename "$5" >> "$4/results.jsonl.xz" ;;   # the table: a run a line
 esac
 exit 0
@@ -292,6 +293,52 @@ def test_two_lanes_sharing_stage_5_s_arm_each_archive_on_top_of_the_other_s_comm
     assert sorted(Path(line).name for line in (dest / "retrained.jsonl").read_text().split()) == runs
     log = subprocess_log(commit_repo)
     assert len(log) == 1 + 10 and all(line.startswith("issue 48 point 7: arms/conformer, ") for line in log[:-1])
+
+
+def _commit_repo_with_a_table(tmp_path) -> tuple[Path, Path]:
+    """A commit checkout with the archive tests and a committed Conformer table of one line."""
+    import subprocess
+
+    commit_repo = _checkout(tmp_path / "main", with_code=False)
+    (commit_repo / "tests").mkdir()
+    (commit_repo / "tests" / "test_results_table.py").write_text("")
+    dest = commit_repo / "recipes/synth/study/attention/arms/conformer"
+    dest.mkdir(parents=True)
+    (dest / "results.jsonl.xz").write_text("archived_before\n")
+    git = ["git", "-C", str(commit_repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the table so far"], check=True)
+    return commit_repo, dest
+
+
+def test_each_commit_waits_for_the_commit_checkout_s_archive_tests(tmp_path):
+    commit_repo, dest = _commit_repo_with_a_table(tmp_path)
+    lane = _start_lane(tmp_path, _checkout(tmp_path / "a", with_code=False), tmp_path / "work", stages=("5", "5"),
+                       extra=("--commit_repo", str(commit_repo), "--arms", "conformer", "--seeds", "0"))
+    out, err = lane.communicate(timeout=300)
+    assert lane.returncode == 0, out[-3000:] + err[-3000:]
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert calls.count(f"pytest in {commit_repo}") == 5   # one check a commit, run where the commit is made
+    assert len(subprocess_log(commit_repo)) == 2 + 5
+
+
+def test_a_table_the_archive_tests_fail_is_not_committed_and_the_commit_checkout_is_put_back(tmp_path):
+    # what CI failed on (2026-12-02): a lane committed a table that tests/test_results_table.py refused
+    commit_repo, dest = _commit_repo_with_a_table(tmp_path)
+    lane = _start_lane(tmp_path, _checkout(tmp_path / "a", with_code=False), tmp_path / "work", stages=("5", "5"),
+                       extra=("--commit_repo", str(commit_repo), "--arms", "conformer", "--seeds", "0"),
+                       env_extra={"FAKE_ARCHIVE_CHECK_FAILS": "1"})
+    out, err = lane.communicate(timeout=300)
+    assert lane.returncode == 1
+    assert "ARCHIVE CHECK FAILED" in out and "commit FAILED; stopped:" in out
+    trained = [c for c in (tmp_path / "calls.log").read_text().splitlines() if c.startswith("train.py")]
+    assert len(trained) == 1   # the first run, then the lane stops
+    assert subprocess_log(commit_repo) == ["the table so far", "start"]
+    assert (dest / "results.jsonl.xz").read_text() == "archived_before\n"   # the tracked table put back
+    assert not (dest / "retrained.jsonl").exists()                           # the new file taken away
+    import subprocess
+    status = subprocess.run(["git", "-C", str(commit_repo), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""
 
 
 def test_a_pe_outside_the_transducer_arm_is_refused_before_anything_runs(tmp_path):

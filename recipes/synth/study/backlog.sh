@@ -65,7 +65,8 @@
 #   4. archive: python -m asr_pe.results_table add <dest> <run view> --remedy-utts (the ladder sets,
 #      per-utterance scores for the test pool only, as study/ladder/ keeps them, and the run's own
 #      test and long-form decodings), the report and the choice as <dest>/reports/<run>.{md,choice.json};
-#   5. copy those files into --commit_repo (default: this checkout) and commit only them there.
+#   5. copy those files into --commit_repo (default: this checkout) and commit only them there, once that
+#      checkout's tests/test_results_table.py passes on them (else they are taken back and the lane stops).
 # A failed training or decoding skips to the next run; a failure in 4-5 stops the lane (the next run
 # would copy the commit checkout's table over the uncommitted one); the same command retries it.
 # The new runs go to their own folders (seed4/, more_pes/) so that the committed tables of
@@ -181,12 +182,32 @@ take_archive_turn() {
   flock 8
 }
 
-# copy the files of <dest> this run changes into the commit checkout and commit only them
+# the commit checkout's archive tests (tests/test_results_table.py: every committed table read back, each
+# study's per-utterance files where its rule keeps them) on the files about to be committed, with that
+# checkout's code: what CI runs. A table they fail is not committed (a lane's commit once turned CI red).
+check_archive() {
+  [ -f "$commit_repo/tests/test_results_table.py" ] || return 0
+  (cd "$commit_repo" && PYTHONPATH="$commit_repo" run_py -m pytest -q -x -p no:cacheprovider \
+     tests/test_results_table.py) > "$work_dir/logs/archive_check.log" 2>&1
+}
+
+# copy the files of <dest> this run changes into the commit checkout and commit only them, once
+# check_archive passes there; else the copies are taken back (the commit checkout as it was) and 1
 commit_paths() {  # message, paths relative to the repository
   local msg=$1; shift
   local p i
   if [ "$commit_repo" != "$repo" ]; then
     for p in "$@"; do mkdir -p "$(dirname "$commit_repo/$p")"; cp "$repo/$p" "$commit_repo/$p"; done
+  fi
+  if ! check_archive; then
+    log "  ARCHIVE CHECK FAILED in $commit_repo (tests/test_results_table.py; $work_dir/logs/archive_check.log): not committed"
+    if [ "$commit_repo" != "$repo" ]; then
+      for p in "$@"; do
+        if git -C "$commit_repo" cat-file -e "HEAD:$p" 2>/dev/null; then git -C "$commit_repo" checkout -q HEAD -- "$p"
+        else rm -f "$commit_repo/$p"; fi
+      done
+    fi
+    return 1
   fi
   for i in $(seq 1 120); do
     if [ -e "$(git -C "$commit_repo" rev-parse --git-dir)/index.lock" ]; then sleep 5; continue; fi
