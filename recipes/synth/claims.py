@@ -2305,6 +2305,30 @@ ATTENTION_NOTE_CLAIMS = [
          lambda d: _falls("arms/conformer/rope_ctc_s1")),
     Fact("Conformer RoPE s1: reproduced", "RoPE, Conformer, seed 1** (2026-12-02), which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "rope_ctc_s1")["reproduced"] else ["not reproduced"]),
+    *_uniform("arms/conformer/cape_ctc_s0", "as the Conformer's `none` and sinusoidal are: at 160 s its mean\n  attended "
+              "distance is {} s of {} s, a third of the recording, with {} % [{}, {}] of its\n  attention within ±0.5 s; "
+              "on the 2-3 s utterances {} % [{}, {}]", "its attention\n  is near uniform at length, as the "
+              "Conformer's `none` and sinusoidal are"),
+    Claim("Conformer CAPE s0: against none, sinusoidal, the Transformer's, the three-utterance table",
+          "its CI overlapping those of\n  `none` ({} %) and sinusoidal ({} %; the Transformer's CAPE, seed 4: {} %). The three-utterance\n"
+          "  table said {} and {}",
+          lambda d: [100 * run_attention("arms/conformer/none_ctc_s0", "ladder_test_alone")[0],
+                     100 * run_attention("arms/conformer/sinusoidal_ctc_s0", "ladder_test_alone")[0],
+                     100 * s4_attention("cape", "ladder_test_alone")[0],
+                     local(d, "cape", "2-4", "arms/conformer"), local(d, "cape", "128-256", "arms/conformer")]),
+    Fact("Conformer CAPE s0: overlaps none and sinusoidal", "its CI overlapping those of\n  `none`",
+         lambda d: [f"CIs apart from {o}" for o in ("none", "sinusoidal")
+                    if not ((c := run_attention("arms/conformer/cape_ctc_s0", "ladder_test_alone"))[1]
+                            <= (x := run_attention(f"arms/conformer/{o}_ctc_s0", "ladder_test_alone"))[2] and x[1] <= c[2])]),
+    Fact("Conformer CAPE s0: reproduced", "CAPE, Conformer, seed 0** (2026-12-02), which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("conformer", "cape_ctc_s0")["reproduced"] else ["not reproduced"]),
+    Fact("Conformer seed 0: complete, the story", "Seed 0 of the Conformer is complete: relative the most local on every\n"
+         "  set, RoPE spreading with length, `none`, sinusoidal and CAPE near uniform at 160 s",
+         lambda d: _falls("arms/conformer/rope_ctc_s0") + _falls("arms/conformer/relative_ctc_s0")
+         + [f"{pe}: not near uniform at 160 s" for pe in ("none", "sinusoidal", "cape")
+            if run_attention(f"arms/conformer/{pe}_ctc_s0", "ladder_test_gap500ms_160")[0] > 0.02]
+         + [f"{s}: {o} not below relative" for s in ATT_SETS for o in ("none", "sinusoidal", "rope", "cape")
+            if not run_attention(f"arms/conformer/{o}_ctc_s0", s)[2] < run_attention("arms/conformer/relative_ctc_s0", s)[1]]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
