@@ -2612,6 +2612,8 @@ DOCUMENTS.update(_NATURAL_BINS["NATURAL_BINS_DOCUMENTS"])
 _CAPE_PARTS = __import__("runpy").run_path(str(RECIPE / "claims_cape_parts.py"))
 DOCUMENTS.update(_CAPE_PARTS["CAPE_PARTS_DOCUMENTS"])
 CLAIMS += _CAPE_PARTS["CAPE_PARTS_RESULTS_CLAIMS"]
+# issue 48 point 4: study/finetune160/README.md (claims_finetune160.py)
+DOCUMENTS.update(__import__("runpy").run_path(str(RECIPE / "claims_finetune160.py"))["FINETUNE160_DOCUMENTS"])
 CLAIMS += _RATE["RATE_RESULTS_CLAIMS"] + _NATURAL_BINS["NATURAL_BINS_RESULTS_CLAIMS"]
 
 

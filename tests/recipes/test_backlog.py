@@ -65,6 +65,9 @@ def test_the_reproduction_check_tells_an_identical_rerun_from_a_different_one(tm
     run = _write_out(STUDY / "seeds", "rope_ctc_s4", tmp_path / "runs")
     same = backlog.reproduce(run, STUDY / "seeds")
     assert same["reproduced"] and same["test"]["differing"] == 0 and same["longform"]["differing"] == 0
+    # the machine it ran on, which "reproduced" depends on (the lanes' code records none in run_info.json)
+    import torch
+    assert same["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and same["machine"]["cpu"]
     per_utt = run / "eval" / "test" / "per_utt.jsonl"
     rows = [json.loads(line) for line in per_utt.read_text().splitlines()]
     rows[3]["hyp"] += " x"

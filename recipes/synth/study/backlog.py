@@ -106,7 +106,25 @@ def reproduce(run: Path, study: Path) -> dict:
         # best step is unknown, and the per-utterance hypotheses alone decide
         same &= step_old is None or step_old == step_new
     out["reproduced"] = bool(same)
+    out["machine"] = _machine()
     return out
+
+
+def _machine() -> dict:
+    """The machine the retrain ran on (reproduce runs right after it, on the same one): its CPU and
+    the vector instructions torch dispatches to, on which "reproduced" depends (a retrain on an AVX2
+    machine rounds otherwise than the AVX-512 one). Read here, not from run_info.json: the lanes'
+    code (9c9013f) does not record machines."""
+    import platform
+
+    import torch
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__}
 
 
 def stage(run: Path, out: Path) -> Path:

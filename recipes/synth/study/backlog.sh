@@ -60,7 +60,8 @@
 #      checkpoint is kept between sessions, so a run interrupted by the end of a session restarts;
 #   2. compare its test and long-form decodings with the archived run of the same name (study/seeds/
 #      for seed 4, study/runs/ for seeds 0, 1): per utterance, and the best checkpoint's step; the
-#      result is a line of <dest>/retrained.jsonl ("reproduced": true when every hypothesis matches);
+#      result is a line of <dest>/retrained.jsonl ("reproduced": true when every hypothesis matches; "machine":
+#      the CPU and instruction set it ran on);
 #   3. scripts/evaluate_ladder.py with the candidates above (choice on the dev pool, test once);
 #   4. archive: python -m asr_pe.results_table add <dest> <run view> --remedy-utts (the ladder sets,
 #      per-utterance scores for the test pool only, as study/ladder/ keeps them, and the run's own
