@@ -2329,6 +2329,20 @@ ATTENTION_NOTE_CLAIMS = [
             if run_attention(f"arms/conformer/{pe}_ctc_s0", "ladder_test_gap500ms_160")[0] > 0.02]
          + [f"{s}: {o} not below relative" for s in ATT_SETS for o in ("none", "sinusoidal", "rope", "cape")
             if not run_attention(f"arms/conformer/{o}_ctc_s0", s)[2] < run_attention("arms/conformer/relative_ctc_s0", s)[1]]),
+    Claim("Conformer relative s1: shares, distance, against seed 0",
+          "from {} % [{}, {}] within ±0.5 s on the 2-3 s utterances, falling at every rung ({} % on\n  the 5 s rung, "
+          "{} % at 20 s) to {} % [{}, {}] at 160 s, where its mean attended distance\n  is {} s of {} s (seed 0: {} %, {} %, {} s)",
+          lambda d: [*_local_by_length("arms/conformer/relative_ctc_s1"),
+                     *(s0 := _local_by_length("arms/conformer/relative_ctc_s0"))[:1], s0[5], s0[8]]),
+    Fact("Conformer relative s1: the most local of seed 1, above seed 0, falling", "again the\n  Conformer's most local "
+         "attention on every set of its seed, and more local than seed 0 on each",
+         lambda d: _falls("arms/conformer/relative_ctc_s1")
+         + [f"{s}: {o} not below relative" for s in ATT_SETS for o in ("none", "sinusoidal", "rope")
+            if not run_attention(f"arms/conformer/{o}_ctc_s1", s)[2] < run_attention("arms/conformer/relative_ctc_s1", s)[1]]
+         + [f"{s}: not above seed 0" for s in ATT_SETS
+            if not run_attention("arms/conformer/relative_ctc_s0", s)[2] < run_attention("arms/conformer/relative_ctc_s1", s)[1]]),
+    Fact("Conformer relative s1: reproduced", "Relative, Conformer, seed 1** (2026-12-02), which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("conformer", "relative_ctc_s1")["reproduced"] else ["not reproduced"]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
