@@ -147,6 +147,7 @@ case "$1" in
       summary) [ "$4" = "${FAKE_SUMMARY_FAILS:-none}" ] && exit 1; echo "$4: chosen window:2.5" ;;
       reproduce) echo "$3" >> "$7"; echo '{"run": "x", "reproduced": false}' ;;
       attention-summary) echo "$(basename "$3"): local share alone 80.0 %" ;;
+      same-source) [ -n "${FAKE_SAME_SOURCE_FAILS:-}" ] && { echo "error: not the source" >&2; exit 1; } ;;
       choose)  # the first candidate, as the real one would for equal CERs
         out=""; prev=""; for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done
         printf '{"chosen": "%s"}\n' "$4" > "$out"; echo "$4" ;;
@@ -211,14 +212,15 @@ def _start_lane(tmp_path, repo: Path, work: Path, *, stages=("3", "4"), summary_
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def _lane(tmp_path, *, with_code: bool, stages=("3", "4"), summary_fails: str = "", extra=()):
+def _lane(tmp_path, *, with_code: bool, stages=("3", "4"), summary_fails: str = "", extra=(), env_extra=None):
     """One lane in its own checkout, run to its end: (the finished process, the stand-in's calls,
     the checkout, the work folder)."""
     import subprocess
 
     repo = _checkout(tmp_path / "repo", with_code=with_code)
     work = tmp_path / "work"
-    lane = _start_lane(tmp_path, repo, work, stages=stages, summary_fails=summary_fails, extra=extra)
+    lane = _start_lane(tmp_path, repo, work, stages=stages, summary_fails=summary_fails, extra=extra,
+                       env_extra=env_extra)
     out, err = lane.communicate(timeout=300)
     proc = subprocess.CompletedProcess(lane.args, lane.returncode, out, err)
     calls = (tmp_path / "calls.log").read_text().splitlines() if (tmp_path / "calls.log").exists() else []
@@ -541,6 +543,56 @@ def test_stage_7_chooses_on_seed_2_s_dev_rungs_and_trains_the_choice_at_seeds_3_
     tracked = subprocess.run(["git", "-C", str(repo), "ls-files", "recipes/synth/study/finetune160/reports"],
                              capture_output=True, text=True, check=True).stdout.split()
     assert sorted(tracked) == sorted(f"recipes/synth/study/finetune160/reports/{p.name}" for p in reports.iterdir())
+
+
+def test_stage_7_stops_when_a_source_trained_again_is_not_the_one_its_archived_fine_tunes_started_from(tmp_path):
+    proc, calls, repo, work = _lane(tmp_path, with_code=True, stages=("7", "7"), extra=("--ft_seeds", "2"),
+                                    env_extra={"FAKE_SAME_SOURCE_FAILS": "1"})
+    assert proc.returncode == 1
+    assert ("finetune160/source_rope_ctc_s2: NOT the source the archived fine-tunes started from" in proc.stdout
+            and "; stopped" in proc.stdout)
+    runs = f"{work}/runs/finetune160"
+    assert [c for c in calls if " same-source " in c] == [
+        f"recipes/synth/study/backlog.py same-source {repo}/recipes/synth/study/finetune160 {runs}/source_rope_ctc_s2"]
+    train = [c for c in calls if c.startswith("train.py")]
+    assert len(train) == 1 and f"run_dir={runs}/source_rope_ctc_s2 " in train[0]   # the source, no fine-tune of it
+    assert subprocess_log(repo) == ["start"]
+
+
+def test_the_source_check_compares_the_checkpoint_s_bytes_with_what_each_archived_fine_tune_names(tmp_path):
+    """`same-source` on the archived finetune160 table: its fine-tunes of source_rope_ctc_s2 name that run's
+    best.ckpt by digest; a checkpoint of other bytes is named for every one of them, a table whose runs name
+    this checkpoint's digest passes, and runs of another source are not compared."""
+    import hashlib
+    import lzma
+
+    from asr_pe.results_table import read_table, table_of
+
+    study = STUDY / "finetune160"
+    archived = {run: next(r["data"]["init_from"] for r in rows if r["path"] == "run_info.json")
+                for run, rows in read_table(table_of(study)).items()}
+    fine_tunes = sorted(r for r, init in archived.items() if init["run"].endswith("/source_rope_ctc_s2"))
+    assert len(fine_tunes) >= 4
+    source = tmp_path / "runs" / "source_rope_ctc_s2"
+    (source / "checkpoints").mkdir(parents=True)
+    (source / "checkpoints" / "best.ckpt").write_bytes(b"other weights")
+    bad = backlog.same_source(study, source)
+    assert [line.split()[0] for line in bad] == fine_tunes
+    assert backlog.main(["same-source", str(study), str(source)]) == 1
+    # the same check on a table whose runs started from these bytes, beside a fine-tune of another source
+    digest = hashlib.sha256(b"other weights").hexdigest()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rows = [{"run": run, "path": "run_info.json", "kind": "json",
+             "data": {"init_from": {"run": f"/elsewhere/{src}", "name": "best.ckpt", "sha256": sha, "global_step": 1}}}
+            for run, src, sha in (("a_ft", "source_rope_ctc_s2", digest), ("b_ft", "source_rope_ctc_s3", "0" * 64))]
+    with lzma.open(dest / "results.jsonl.xz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    assert backlog.same_source(dest, source) == []
+    assert backlog.same_source(dest, tmp_path / "runs" / "source_rope_ctc_s3") == [
+        f"b_ft started from source_rope_ctc_s3/checkpoints/best.ckpt sha256 000000000000, "
+        f"{tmp_path}/runs/source_rope_ctc_s3/checkpoints/best.ckpt is missing"]
+    assert backlog.same_source(tmp_path / "no_table", source) == []
 
 
 def test_stage_7_refuses_a_seed_it_does_not_have(tmp_path):

@@ -8,6 +8,7 @@ choice among archived runs (stage 7's fine-tune settings).
     python recipes/synth/study/backlog.py reports RUN DEST       # DEST/<run>.md, DEST/<run>.choice.json
     python recipes/synth/study/backlog.py archived DEST RUN [--table-only] [--with-set SET]  # exit 0 when DEST holds RUN's archive
     python recipes/synth/study/backlog.py choose DEST CAND... --sets SET... --out FILE  # the dev choice among archived runs
+    python recipes/synth/study/backlog.py same-source DEST SOURCE  # exit 0 when DEST's fine-tunes of SOURCE used its bytes
     python recipes/synth/study/backlog.py summary DEST RUN       # one line: the choice and test CERs
     python recipes/synth/study/backlog.py attention-summary RUN  # one line: the local share per set
 
@@ -211,6 +212,33 @@ def choose(dest: Path, candidates: list[str], sets: list[str]) -> dict:
     return {"sets": sets, "dev_cer": cers, "chosen": min(cers, key=cers.get)}
 
 
+def same_source(dest: Path, source: Path) -> list[str]:
+    """Where the archived fine-tunes in ``dest`` of a source run named like ``source`` (run_info's
+    ``init_from.run``) started from other weights than ``source``'s checkpoint now: their
+    ``init_from.sha256`` against the digest of the same checkpoint file. A source trained again in a
+    later session must be the same bytes, or that seed's grid would compare fine-tunes of two models
+    (stage 7 trains a source again where no checkpoint outlived a session)."""
+    from asr_pe.evaluation.provenance import file_sha256
+    from asr_pe.results_table import read_table, table_of
+
+    if not (dest / "results.jsonl.xz").is_file():
+        return []
+    digests: dict[str, str] = {}
+    bad = []
+    for run, rows in sorted(read_table(table_of(dest)).items()):
+        info = next((r["data"] for r in rows if r["path"] == "run_info.json"), {})
+        init = info.get("init_from") or {}
+        if Path(str(init.get("run", ""))).name != source.name:
+            continue
+        ckpt = source / "checkpoints" / init["name"]
+        if init["name"] not in digests:
+            digests[init["name"]] = file_sha256(ckpt) if ckpt.is_file() else "missing"
+        if digests[init["name"]] != init["sha256"]:
+            bad.append(f"{run} started from {source.name}/checkpoints/{init['name']} sha256 {init['sha256'][:12]}, "
+                       f"{ckpt} is {digests[init['name']][:12]}")
+    return bad
+
+
 def attention_summary(run: Path) -> str:
     """One line for the commit message: the run's mean share of attention within its local span, per
     set of ``attention_stats/attention_stats.csv`` (every recording has one row per layer and head)."""
@@ -259,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("candidates", nargs="+", help="<run> or <run>@<remedy>, e.g. source_rope_ctc_s2@window:5")
     a.add_argument("--sets", nargs="+", required=True)
     a.add_argument("--out", type=Path, required=True, help="the choice as JSON; the chosen candidate is printed")
+    a = sub.add_parser("same-source")
+    a.add_argument("dest", type=Path)
+    a.add_argument("source", type=Path, help="the source run folder (e.g. <work>/runs/finetune160/source_rope_ctc_s2)")
     a = sub.add_parser("attention-summary")
     a.add_argument("run", type=Path)
     a = sub.add_parser("summary")
@@ -291,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(c, indent=1) + "\n")
         print(c["chosen"])
         return 0
+    if args.cmd == "same-source":
+        bad = same_source(args.dest, args.source)
+        for line in bad:
+            print(f"error: {line}", file=sys.stderr)
+        return 1 if bad else 0
     if args.cmd == "attention-summary":
         print(attention_summary(args.run))
         return 0

@@ -46,7 +46,9 @@
 #            (the in-context ratio). Each run is archived and committed when done (a grid run with its
 #            dev sets, again with its test sets once chosen); the choices as reports/choice_<method>_s2.json.
 #            No checkpoint outlives a session: a later session trains a source again (deterministic on
-#            one machine type and commit) where a fine-tune of it is still to run.
+#            one machine type and commit) where a fine-tune of it is still to run; the lane stops when
+#            that source's checkpoint is not the one the archived fine-tunes of it name (run_info's
+#            init_from.sha256; backlog.py same-source).
 #   Stages 3-4 and 6 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
 #   worktree of such a commit, one commit for all the runs of a stage.
 #   Training since da33d49 (2026-11-27: SpecAugment's masks from a seed per item, the steps' random
@@ -514,6 +516,14 @@ ft_ready=""   # the seeds whose source this lane has trained (or found trained) 
 ft_source() {  # seed: the source model, trained by the study's recipe
   [[ " $ft_ready " == *" $1 "* ]] && return 0
   ft_train "source_rope_ctc_s$1" experiment=synth_study pe=rope seed="$1" || return 1
+  # a source trained again (no checkpoint outlives a session) must be the bytes the archived fine-tunes
+  # of it started from, or the seed's grid would compare fine-tunes of two models: the lane stops
+  if ! run_py recipes/synth/study/backlog.py same-source "$commit_repo/$ft_dest" "$(ft_rundir "source_rope_ctc_s$1")" \
+       >> "$work_dir/logs/finetune160-source_rope_ctc_s$1.log" 2>&1; then
+    log "  finetune160/source_rope_ctc_s$1: NOT the source the archived fine-tunes started from" \
+        "(see $work_dir/logs/finetune160-source_rope_ctc_s$1.log); stopped"
+    exit 1
+  fi
   ft_ready+=" $1"
 }
 ft_decode() {  # run what (dev|test) [remedy]: evaluate.py on the dev ladder's 160 s rungs or on the run's test sets
