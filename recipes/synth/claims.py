@@ -475,19 +475,19 @@ def _conformer_row(d, pe):
            *per_seed(d, pe, LONG, "longform", f), *ratio_ci(d, pe, f)]
     if pe != "none":
         out += diff(d, pe, "none", "longform", folder=f)
-    return out + [local(d, pe, "2-4", f), local(d, pe, "128-256", f), *trio(d, pe)]
+    return out + [*_arm_local("conformer", pe), *trio(d, pe)]
 
 
 def _arm70_row(d, pe):
     f = "arms/frontend70"
     return [cer(d, pe, folder=f), *per_seed(d, pe, folder=f), cer(d, pe, "32-64", folder=f), long_(d, pe, folder=f),
-            *per_seed(d, pe, LONG, "longform", f), *ratio_ci(d, pe, f), *_arm3_local(pe)]
+            *per_seed(d, pe, LONG, "longform", f), *ratio_ci(d, pe, f), *_arm_local("frontend70", pe)]
 
 
-def _arm3_local(pe):
-    """Arm 3's seed-0 local share on the ladder's 2-3 s test utterances and its 160 s rung (stage 5's
-    measurement over the ladder's test pool, study/attention/arms/frontend70/)."""
-    return [run_attention(f"arms/frontend70/{pe}_ctc_s0", s)[0] for s in ("ladder_test_alone", "ladder_test_gap500ms_160")]
+def _arm_local(arm, pe):
+    """An arm's seed-0 local share on the ladder's 2-3 s test utterances and its 160 s rung (stage 5's
+    measurement over the ladder's test pool, study/attention/arms/<arm>/)."""
+    return [run_attention(f"arms/{arm}/{pe}_ctc_s0", s)[0] for s in ("ladder_test_alone", "ladder_test_gap500ms_160")]
 
 
 def _arm3x_row(d, pe):
@@ -800,7 +800,7 @@ CLAIMS = [
                      *diff(d, "cape", "none", "test", "2-4", "arms/frontend70"),
                      *diff(d, "cape", "none", "longform", LONG, "arms/frontend70")]),
     Claim("70 ms: local shares", "(local share {}, {} at 2-3 s; `none` {}; as in v1, History), while relative did ({})",
-          lambda d: [_arm3_local(pe)[0] for pe in ("sinusoidal", "cape", "none", "relative")]),
+          lambda d: [_arm_local("frontend70", pe)[0] for pe in ("sinusoidal", "cape", "none", "relative")]),
     Fact("70 ms 3x: more steps help", "more steps help every model", _more_steps_help),
     Claim("70 ms 3x: none row", "| none | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | – | {} |",
           lambda d: _arm3x_row(d, "none")),
@@ -847,8 +847,8 @@ CLAIMS = [
                                                          for pe in CONFORMER_PES]))]),
     Fact("Conformer: none differs at 2-4 s", "at 2-4 s no PE differs from `none` (paired CIs include 0)",
          _conformer_paired_2_4),
-    Claim("Conformer: RoPE attention", "attends less locally than in the Transformer ({} against {} at 2-4 s)",
-          lambda d: [local(d, "rope", "2-4", "arms/conformer"), local(d, "rope", "2-4")]),
+    Claim("Conformer: RoPE attention", "attends less locally than in the Transformer ({} against {} at 2-3 s, its seed 4)",
+          lambda d: [_arm_local("conformer", "rope")[0], rope_s4_attention("ladder_test_alone")[0]]),
     Fact("Conformer: ratio CIs which", "include 1 except RoPE's", _conformer_ratio_cis),
     Claim("Conformer: CAPE and sinusoidal", "CAPE and sinusoidal end within {} point of each other",
           lambda d: [abs(long_(d, "cape", folder="arms/conformer") - long_(d, "sinusoidal", folder="arms/conformer"))]),
@@ -2343,6 +2343,29 @@ ATTENTION_NOTE_CLAIMS = [
             if not run_attention("arms/conformer/relative_ctc_s0", s)[2] < run_attention("arms/conformer/relative_ctc_s1", s)[1]]),
     Fact("Conformer relative s1: reproduced", "Relative, Conformer, seed 1** (2026-12-02), which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "relative_ctc_s1")["reproduced"] else ["not reproduced"]),
+    *_uniform("arms/conformer/cape_ctc_s1", "near uniform\n  at length, as seed 0 is: at 160 s its mean attended distance "
+              "is {} s of {} s, a third of the\n  recording, with {} % [{}, {}] of its attention within ±0.5 s; on the 2-3 s "
+              "utterances {} %\n  [{}, {}]", "CAPE, Conformer, seed 1** (2026-12-03), which reproduces its archived run "
+              "exactly: near uniform"),
+    Claim("Conformer CAPE s1: against none and sinusoidal s1, and seed 0",
+          "its CI overlapping those of seed 1's `none` ({} %) and sinusoidal ({} %), as at\n  seed 0 ({} %)",
+          lambda d: [100 * run_attention(f"arms/conformer/{o}_ctc_s1", "ladder_test_alone")[0] for o in ("none", "sinusoidal")]
+          + [100 * run_attention("arms/conformer/cape_ctc_s0", "ladder_test_alone")[0]]),
+    Fact("Conformer CAPE s1: overlaps none and sinusoidal s1", "its CI overlapping those of seed 1's",
+         lambda d: [f"CIs apart from {o}" for o in ("none", "sinusoidal")
+                    if not ((c := run_attention("arms/conformer/cape_ctc_s1", "ladder_test_alone"))[1]
+                            <= (x := run_attention(f"arms/conformer/{o}_ctc_s1", "ladder_test_alone"))[2] and x[1] <= c[2])]),
+    Fact("Conformer CAPE s1: reproduced", "CAPE, Conformer, seed 1** (2026-12-03), which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("conformer", "cape_ctc_s1")["reproduced"] else ["not reproduced"]),
+    Fact("Conformer: complete, both seeds the same story", "its two seeds agree for every PE (relative the "
+         "most local on\nevery set, RoPE spreading with length, `none`, sinusoidal and CAPE near uniform at 160 s)",
+         lambda d: [f for seed in (0, 1) for f in (
+             _falls(f"arms/conformer/rope_ctc_s{seed}") + _falls(f"arms/conformer/relative_ctc_s{seed}")
+             + [f"{pe} s{seed}: not near uniform at 160 s" for pe in ("none", "sinusoidal", "cape")
+                if run_attention(f"arms/conformer/{pe}_ctc_s{seed}", "ladder_test_gap500ms_160")[0] > 0.02]
+             + [f"{s} s{seed}: {o} not below relative" for s in ATT_SETS for o in ("none", "sinusoidal", "rope", "cape")
+                if not run_attention(f"arms/conformer/{o}_ctc_s{seed}", s)[2]
+                < run_attention(f"arms/conformer/relative_ctc_s{seed}", s)[1]])]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
