@@ -215,6 +215,25 @@ def _falls_below_s4(run: str) -> list[str]:
                           for s in ATT_SETS if not run_attention(run, s)[0] < rope_s4_attention(s)[0]]
 
 
+def _apart_on_short(run: str, others: list[str]) -> list[str]:
+    """Which of ``others`` have a CI of the local share on the 2-3 s utterances apart from ``run``'s."""
+    mine = run_attention(run, "ladder_test_alone")
+    return [f"CIs apart from {o}" for o in others
+            if not ((x := run_attention(o, "ladder_test_alone"))[1] <= mine[2] and mine[1] <= x[2])]
+
+
+def _conformer_story(seed: int) -> list[str]:
+    """Where seed ``seed`` of the Conformer departs from its story: RoPE's and relative's local shares
+    fall at every rung, `none`, sinusoidal and CAPE hold under 2 % at 160 s, relative is the most local
+    (its CI above every other PE's) on every set."""
+    run = f"arms/conformer/{{}}_ctc_s{seed}".format
+    return (_falls(run("rope")) + _falls(run("relative"))
+            + [f"{pe} s{seed}: not near uniform at 160 s" for pe in ("none", "sinusoidal", "cape")
+               if run_attention(run(pe), "ladder_test_gap500ms_160")[0] > 0.02]
+            + [f"{s} s{seed}: {o} not below relative" for s in ATT_SETS for o in ("none", "sinusoidal", "rope", "cape")
+               if not run_attention(run(o), s)[2] < run_attention(run("relative"), s)[1]])
+
+
 # arm 3's runs in study/attention/arms/ (backlog.sh stage 5)
 A3R, A3N, A3S, A3C = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal", "cape"))
 A3R1, A3N1, A3S1, A3C1 = (f"arms/frontend70/{pe}_ctc_s1" for pe in ("relative", "none", "sinusoidal", "cape"))
@@ -2317,18 +2336,12 @@ ATTENTION_NOTE_CLAIMS = [
                      100 * s4_attention("cape", "ladder_test_alone")[0],
                      local(d, "cape", "2-4", "arms/conformer"), local(d, "cape", "128-256", "arms/conformer")]),
     Fact("Conformer CAPE s0: overlaps none and sinusoidal", "its CI overlapping those of\n  `none`",
-         lambda d: [f"CIs apart from {o}" for o in ("none", "sinusoidal")
-                    if not ((c := run_attention("arms/conformer/cape_ctc_s0", "ladder_test_alone"))[1]
-                            <= (x := run_attention(f"arms/conformer/{o}_ctc_s0", "ladder_test_alone"))[2] and x[1] <= c[2])]),
+         lambda d: _apart_on_short("arms/conformer/cape_ctc_s0", ["arms/conformer/none_ctc_s0", "arms/conformer/sinusoidal_ctc_s0"])),
     Fact("Conformer CAPE s0: reproduced", "CAPE, Conformer, seed 0** (2026-12-02), which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "cape_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("Conformer seed 0: complete, the story", "Seed 0 of the Conformer is complete: relative the most local on every\n"
          "  set, RoPE spreading with length, `none`, sinusoidal and CAPE near uniform at 160 s",
-         lambda d: _falls("arms/conformer/rope_ctc_s0") + _falls("arms/conformer/relative_ctc_s0")
-         + [f"{pe}: not near uniform at 160 s" for pe in ("none", "sinusoidal", "cape")
-            if run_attention(f"arms/conformer/{pe}_ctc_s0", "ladder_test_gap500ms_160")[0] > 0.02]
-         + [f"{s}: {o} not below relative" for s in ATT_SETS for o in ("none", "sinusoidal", "rope", "cape")
-            if not run_attention(f"arms/conformer/{o}_ctc_s0", s)[2] < run_attention("arms/conformer/relative_ctc_s0", s)[1]]),
+         lambda d: _conformer_story(0)),
     Claim("Conformer relative s1: shares, distance, against seed 0",
           "from {} % [{}, {}] within ±0.5 s on the 2-3 s utterances, falling at every rung ({} % on\n  the 5 s rung, "
           "{} % at 20 s) to {} % [{}, {}] at 160 s, where its mean attended distance\n  is {} s of {} s (seed 0: {} %, {} %, {} s)",
@@ -2352,20 +2365,12 @@ ATTENTION_NOTE_CLAIMS = [
           lambda d: [100 * run_attention(f"arms/conformer/{o}_ctc_s1", "ladder_test_alone")[0] for o in ("none", "sinusoidal")]
           + [100 * run_attention("arms/conformer/cape_ctc_s0", "ladder_test_alone")[0]]),
     Fact("Conformer CAPE s1: overlaps none and sinusoidal s1", "its CI overlapping those of seed 1's",
-         lambda d: [f"CIs apart from {o}" for o in ("none", "sinusoidal")
-                    if not ((c := run_attention("arms/conformer/cape_ctc_s1", "ladder_test_alone"))[1]
-                            <= (x := run_attention(f"arms/conformer/{o}_ctc_s1", "ladder_test_alone"))[2] and x[1] <= c[2])]),
+         lambda d: _apart_on_short("arms/conformer/cape_ctc_s1", ["arms/conformer/none_ctc_s1", "arms/conformer/sinusoidal_ctc_s1"])),
     Fact("Conformer CAPE s1: reproduced", "CAPE, Conformer, seed 1** (2026-12-03), which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "cape_ctc_s1")["reproduced"] else ["not reproduced"]),
     Fact("Conformer: complete, both seeds the same story", "its two seeds agree for every PE (relative the "
          "most local on\nevery set, RoPE spreading with length, `none`, sinusoidal and CAPE near uniform at 160 s)",
-         lambda d: [f for seed in (0, 1) for f in (
-             _falls(f"arms/conformer/rope_ctc_s{seed}") + _falls(f"arms/conformer/relative_ctc_s{seed}")
-             + [f"{pe} s{seed}: not near uniform at 160 s" for pe in ("none", "sinusoidal", "cape")
-                if run_attention(f"arms/conformer/{pe}_ctc_s{seed}", "ladder_test_gap500ms_160")[0] > 0.02]
-             + [f"{s} s{seed}: {o} not below relative" for s in ATT_SETS for o in ("none", "sinusoidal", "rope", "cape")
-                if not run_attention(f"arms/conformer/{o}_ctc_s{seed}", s)[2]
-                < run_attention(f"arms/conformer/relative_ctc_s{seed}", s)[1]])]),
+         lambda d: _conformer_story(0) + _conformer_story(1)),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
