@@ -2371,6 +2371,23 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("Conformer: complete, both seeds the same story", "its two seeds agree for every PE (relative the "
          "most local on\nevery set, RoPE spreading with length, `none`, sinusoidal and CAPE near uniform at 160 s)",
          lambda d: _conformer_story(0) + _conformer_story(1)),
+    *_uniform(f"{F70L}/none_ctc_s0", "uniform on long inputs, as at 1100 steps: at 160 s its mean attended distance is "
+              "{} s\n  of {} s, a third of the recording, with {} % [{}, {}] of its attention within ±0.5 s; on\n  the 2-3 s "
+              "utterances {} % [{}, {}]", "`none`, 70 ms front end, 3300 steps, seed 0** (2026-12-03), which reproduces "
+              "its archived run\n  exactly: uniform on long inputs"),
+    Claim("arm 3 at 3x the steps, none s0: against 1100 steps, the three-utterance table",
+          "its CI above that of the 1100-step `none` of seed 0\n  ({} % [{}, {}])", lambda d: _pct(run_attention(A3N, "ladder_test_alone"))[:3]),
+    Fact("arm 3 at 3x the steps, none s0: above 1100 steps on short inputs only", "the longer training made it "
+         "somewhat more local on short inputs, not on\n  long ones",
+         lambda d: ([] if run_attention(A3N, "ladder_test_alone")[2] < run_attention(f"{F70L}/none_ctc_s0", "ladder_test_alone")[1]
+                    else ["CIs overlap at 2-3 s"])
+         + [f"{s}: 3300 steps more than 0.01 above" for s in ("ladder_test_gap500ms_160",)
+            if run_attention(f"{F70L}/none_ctc_s0", s)[0] - run_attention(A3N, s)[0] > 0.01]),
+    Claim("arm 3 at 3x the steps, none s0: the three-utterance table", "long ones. The three-utterance table said {} and {}.\n",
+          lambda d: [local(d, "none", "2-4", F70L), local(d, "none", "128-256", F70L)]),
+    Fact("arm 3 at 3x the steps, none s0: reproduced", "`none`, 70 ms front end, 3300 steps, seed 0** (2026-12-03), which "
+         "reproduces its archived run\n  exactly",
+         lambda d: [] if _arm_retrained("frontend70_long", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
