@@ -569,9 +569,11 @@ def test_the_source_check_compares_the_checkpoint_s_bytes_with_what_each_archive
     from asr_pe.results_table import read_table, table_of
 
     study = STUDY / "finetune160"
-    archived = {run: next(r["data"]["init_from"] for r in rows if r["path"] == "run_info.json")
+    # the source itself is archived beside its fine-tunes, trained from scratch: no init_from
+    archived = {run: next(r["data"].get("init_from") for r in rows if r["path"] == "run_info.json")
                 for run, rows in read_table(table_of(study)).items()}
-    fine_tunes = sorted(r for r, init in archived.items() if init["run"].endswith("/source_rope_ctc_s2"))
+    assert archived.get("source_rope_ctc_s2", "absent") is None
+    fine_tunes = sorted(r for r, init in archived.items() if init and init["run"].endswith("/source_rope_ctc_s2"))
     assert len(fine_tunes) >= 4
     source = tmp_path / "runs" / "source_rope_ctc_s2"
     (source / "checkpoints").mkdir(parents=True)
