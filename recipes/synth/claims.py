@@ -215,6 +215,17 @@ def _falls_below_s4(run: str) -> list[str]:
                           for s in ATT_SETS if not run_attention(run, s)[0] < rope_s4_attention(s)[0]]
 
 
+def _layer_local(run: str, set_name: str, layer: int) -> float:
+    """``run``'s local share in one layer (0-based) on one ladder set: the mean over the set's recordings
+    of their mean over that layer's heads."""
+    per_utt: dict[str, list[float]] = {}
+    for r in _attention_rows(run):
+        if r["test_set"] == set_name and int(r["layer"]) == layer:
+            per_utt.setdefault(r["utt"], []).append(float(r["local_mass"]))
+    assert per_utt, f"{run}: no layer {layer} on {set_name}"
+    return sum(sum(v) / len(v) for v in per_utt.values()) / len(per_utt)
+
+
 def _apart_on_short(run: str, others: list[str]) -> list[str]:
     """Which of ``others`` have a CI of the local share on the 2-3 s utterances apart from ``run``'s."""
     mine = run_attention(run, "ladder_test_alone")
@@ -237,6 +248,7 @@ def _conformer_story(seed: int) -> list[str]:
 # arm 3's runs in study/attention/arms/ (backlog.sh stage 5)
 A3R, A3N, A3S, A3C = (f"arms/frontend70/{pe}_ctc_s0" for pe in ("relative", "none", "sinusoidal", "cape"))
 A3R1, A3N1, A3S1, A3C1 = (f"arms/frontend70/{pe}_ctc_s1" for pe in ("relative", "none", "sinusoidal", "cape"))
+F70L_N, F70L_S, F70L_C = (f"{F70L}/{pe}_ctc_s0" for pe in ("none", "sinusoidal", "cape"))  # arm 3 at 3x the steps
 
 
 def _arm3_against(pe: str, other: str, sentence: str) -> Claim:
@@ -254,6 +266,26 @@ def _arm_retrained(arm: str, run: str) -> dict:
         if line.strip() and json.loads(line)["run"] == run:
             return json.loads(line)
     raise KeyError(f"{run} not in study/attention/arms/{arm}/retrained.jsonl")
+
+
+def _at_160_then_short(words: str) -> str:
+    """The numbers of `_uniform` in the compact order of arm 3 at 3x the steps: distance and local share
+    at 160 s, ``words`` (which says how uniform), then the local share on the 2-3 s utterances."""
+    return ("At 160 s: mean attended distance {} s of {} s (a third of the recording), local share {} % [{}, {}], "
+            + words + ". On the 2-3 s utterances: {} % [{}, {}]")
+
+
+def _another_sample(arm: str, run: str, header: str) -> list:
+    """A retrained arm run that differs from its archived namesake (``header``: its bullet's bold name and
+    date): the count of differing test hypotheses, of test utterances, the char errors (retrained,
+    archived), and that it is not reproduced."""
+    words = f"{header}, another sample of its recipe"
+    return [Claim(f"{arm}/{run}: another sample", words + " (its test hypotheses differ from the archived run's in {} "
+                  "of {}; {} char errors against {})",
+                  lambda d: [(r := _arm_retrained(arm, run))["test"]["differing"], r["test"]["utterances"],
+                             *r["test"]["char_errors"]]),
+            Fact(f"{arm}/{run}: not reproduced", words,
+                 lambda d: ["reproduced"] if _arm_retrained(arm, run)["reproduced"] else [])]
 
 
 def _rate_retrained(run: str) -> dict:
@@ -516,7 +548,7 @@ def _arm3x_row(d, pe):
            *per_seed(d, pe, LONG, "longform", f), c.ratio, c.ci_low, c.ci_high]
     if pe != "none":
         out += diff(d, pe, "none", "test", "2-4", f) + diff(d, pe, "none", "longform", LONG, f)
-    return out + [local(d, pe, "2-4", f)]
+    return out + _arm_local("frontend70_long", pe)
 
 
 def _cape_row(d, folder):
@@ -821,20 +853,23 @@ CLAIMS = [
     Claim("70 ms: local shares", "(local share {}, {} at 2-3 s; `none` {}; as in v1, History), while relative did ({})",
           lambda d: [_arm_local("frontend70", pe)[0] for pe in ("sinusoidal", "cape", "none", "relative")]),
     Fact("70 ms 3x: more steps help", "more steps help every model", _more_steps_help),
-    Claim("70 ms 3x: none row", "| none | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | – | {} |",
+    Claim("70 ms 3x: none row", "| none | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | – | {} / {} |",
           lambda d: _arm3x_row(d, "none")),
     Claim("70 ms 3x: sinusoidal row",
-          "| sinusoidal | **{}** ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
+          "| sinusoidal | **{}** ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} / {} |",
           lambda d: _arm3x_row(d, "sinusoidal")),
-    Claim("70 ms 3x: CAPE row", "| CAPE | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} |",
+    Claim("70 ms 3x: CAPE row", "| CAPE | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} / {} |",
           lambda d: _arm3x_row(d, "cape")),
-    Claim("70 ms 3x: sinusoidal uses position", "Sinusoidal now uses position (local share {},",
-          lambda d: [local(d, "sinusoidal", "2-4", "arms/frontend70_long")]),
-    Claim("70 ms 3x: then loses it", "then loses it past them ({} at 32-64 s)",
-          lambda d: [local(d, "sinusoidal", "32-64", "arms/frontend70_long")]),
+    Claim("70 ms 3x: sinusoidal uses position", "Sinusoidal now uses position (local share {}; layers 4–6 at {}–{})",
+          lambda d: [run_attention(f"{F70L}/sinusoidal_ctc_s0", "ladder_test_alone")[0],
+                     *_minmax(_layer_local(f"{F70L}/sinusoidal_ctc_s0", "ladder_test_alone", layer) for layer in (3, 4, 5))]),
+    Claim("70 ms 3x: then loses it", "then loses it past them ({} at 40 s)",
+          lambda d: [run_attention(f"{F70L}/sinusoidal_ctc_s0", "ladder_test_gap500ms_40")[0]]),
     Fact("70 ms 3x: sinusoidal best inside, worst from 8 s", "worst at every length from 8 s", _sin3x_worst_from_8s),
-    Claim("70 ms 3x: CAPE like none", "CAPE's flat curve is `none`'s (local {} against {})",
-          lambda d: [local(d, "cape", "2-4", "arms/frontend70_long"), local(d, "none", "2-4", "arms/frontend70_long")]),
+    Claim("70 ms 3x: CAPE like none", "CAPE's flat curve is `none`'s (local {} against {}, CIs overlap)",
+          lambda d: [run_attention(f"{F70L}/{pe}_ctc_s0", "ladder_test_alone")[0] for pe in ("cape", "none")]),
+    Fact("70 ms 3x: CAPE's local share overlaps none's", "(local 0.52 against 0.51, CIs overlap)",
+         lambda d: _apart_on_short(f"{F70L}/cape_ctc_s0", [f"{F70L}/none_ctc_s0"])),
     Claim("70 ms 3x: CAPE - none per seed", "seed at 2-4 s: {} [{}, {}], {} [{}, {}], {} [{}, {}])",
           lambda d: [v for s in FOLDER_SEEDS[F70L] for v in diff(d, "cape", "none", "test", "2-4", F70L, seeds=(s,))]),
     Claim("70 ms 3x: seeds agree",
@@ -2388,6 +2423,53 @@ ATTENTION_NOTE_CLAIMS = [
     Fact("arm 3 at 3x the steps, none s0: reproduced", "`none`, 70 ms front end, 3300 steps, seed 0** (2026-12-03), which "
          "reproduces its archived run\n  exactly",
          lambda d: [] if _arm_retrained("frontend70_long", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
+    *_uniform(F70L_S, _at_160_then_short("near uniform as at 1100 steps"), "near uniform as at 1100 steps"),
+    Claim("arm 3 at 3x the steps, sinusoidal s0: against 1100 steps and none, by rung, the three-utterance table",
+          "far above the 1100-step sinusoidal's {} % and the 3300-step `none`'s {} %, falling at every rung between "
+          "({} % on the 5 s rung, {} % at 20 s). The longer training taught it to use position at the training lengths, "
+          "and that use does not reach long inputs. The three-utterance table said {} and {}",
+          lambda d: [100 * run_attention(A3S, "ladder_test_alone")[0], 100 * run_attention(F70L_N, "ladder_test_alone")[0],
+                     *_local_by_length(F70L_S)[3:5], local(d, "sinusoidal", "2-4", F70L), local(d, "sinusoidal", "128-256", F70L)]),
+    Fact("arm 3 at 3x the steps, sinusoidal s0: above 1100 steps and none on short inputs, falling, not on long ones",
+         "taught it to use position at the training lengths, and that use does not reach long inputs",
+         lambda d: _falls(F70L_S) + [f"CI not above {o}'s at 2-3 s" for o in (A3S, F70L_N)
+                                     if not run_attention(o, "ladder_test_alone")[2] < run_attention(F70L_S, "ladder_test_alone")[1]]
+         + ([] if run_attention(F70L_S, "ladder_test_gap500ms_160")[0] < 0.02 else ["not near uniform at 160 s"])),
+    Fact("arm 3 at 3x the steps, sinusoidal s0: reproduced", "**Sinusoidal, 70 ms front end, 3300 steps, seed 0** (2026-12-03), "
+         "which reproduces its archived run exactly",
+         lambda d: [] if _arm_retrained("frontend70_long", "sinusoidal_ctc_s0")["reproduced"] else ["not reproduced"]),
+    *_another_sample("frontend70_long", "cape_ctc_s0", "**CAPE, 70 ms front end, 3300 steps, seed 0** (2026-12-03)"),
+    *_uniform(F70L_C, _at_160_then_short("uniform as `none`'s is"), "uniform as `none`'s is"),
+    Claim("arm 3 at 3x the steps, CAPE s0: against none and sinusoidal, the three-utterance table",
+          "its CI overlapping that of `none` ({} %) and far below sinusoidal's ({} %), as at 1100 steps. The "
+          "three-utterance table said {} and {}",
+          lambda d: [100 * run_attention(F70L_N, "ladder_test_alone")[0], 100 * run_attention(F70L_S, "ladder_test_alone")[0],
+                     local(d, "cape", "2-4", F70L), local(d, "cape", "128-256", F70L)]),
+    Fact("arm 3 at 3x the steps, CAPE s0: like none, below sinusoidal, as at 1100 steps",
+         "its CI overlapping that of `none` (51.1 %) and far below sinusoidal's (71.2 %), as at 1100 steps",
+         lambda d: _apart_on_short(F70L_C, [F70L_N]) + _apart_on_short(A3C, [A3N])
+         + [f"{c}: not below {si}" for c, si in ((F70L_C, F70L_S), (A3C, A3S))
+            if not run_attention(c, "ladder_test_alone")[2] < run_attention(si, "ladder_test_alone")[1]]),
+    *_another_sample("frontend70_long", "none_ctc_s1", "**`none`, 70 ms front end, 3300 steps, seed 1** (2026-12-03)"),
+    *_uniform(f"{F70L}/none_ctc_s1", _at_160_then_short("uniform like seed 0's"), "uniform like seed 0's"),
+    Claim("arm 3 at 3x the steps, none s1: against seed 0", "its CI overlapping that of seed 0 ({} %)",
+          lambda d: [100 * run_attention(F70L_N, "ladder_test_alone")[0]]),
+    Fact("arm 3 at 3x the steps, none s1: overlaps seed 0", "its CI overlapping that of seed 0 (51.1 %)",
+         lambda d: _apart_on_short(f"{F70L}/none_ctc_s1", [F70L_N])),
+    *_another_sample("frontend70_long", "sinusoidal_ctc_s1", "**Sinusoidal, 70 ms front end, 3300 steps, seed 1** (2026-12-03)"),
+    *_uniform(f"{F70L}/sinusoidal_ctc_s1", _at_160_then_short("near uniform as at seed 0"), "near uniform as at seed 0"),
+    Claim("arm 3 at 3x the steps, sinusoidal s1: against none s1", "far above `none`'s {} % at seed 1, falling at every rung between",
+          lambda d: [100 * run_attention(f"{F70L}/none_ctc_s1", "ladder_test_alone")[0]]),
+    Fact("arm 3 at 3x the steps, sinusoidal s1: above none s1, falling", "far above `none`'s 52.0 % at seed 1",
+         lambda d: _falls(f"{F70L}/sinusoidal_ctc_s1")
+         + ([] if run_attention(f"{F70L}/none_ctc_s1", "ladder_test_alone")[2]
+            < run_attention(f"{F70L}/sinusoidal_ctc_s1", "ladder_test_alone")[1] else ["CI not above none s1's"])),
+    Fact("arm 3 at 3x the steps: seed 0 complete, the story", "sinusoidal far the most local at 2-3 s, all three near\n"
+         "uniform at 160 s",
+         lambda d: [f"{o}: not below sinusoidal at 2-3 s" for o in (F70L_N, F70L_C)
+                    if not run_attention(o, "ladder_test_alone")[2] < run_attention(F70L_S, "ladder_test_alone")[1]]
+         + [f"{r}: not near uniform at 160 s" for r in (F70L_N, F70L_S, F70L_C)
+            if run_attention(r, "ladder_test_gap500ms_160")[0] > 0.02]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
