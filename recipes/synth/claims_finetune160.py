@@ -6,11 +6,12 @@ chars). Same machinery as recipes/synth/claims.py, which adds `FINETUNE160_DOCUM
 
 from __future__ import annotations
 
+import math
 import runpy
 from functools import lru_cache
 from pathlib import Path
 
-from asr_pe.plots.results_claims import Claim, Fact
+from asr_pe.plots.results_claims import LONG, Claim, Fact
 
 STUDY = Path(__file__).resolve().parent / "study"
 README = STUDY / "finetune160" / "README.md"
@@ -25,17 +26,74 @@ def _choose(candidates: tuple[str, ...]) -> dict:
     return backlog["choose"](STUDY / "finetune160", list(candidates), DEV_SETS)
 
 
+def grid_choice(method: str, window: str | None = None) -> dict:
+    """Seed 2's dev choice among ``method``'s grid runs (``rope``, ``rope_pi``, ...), in the grid's
+    order; ``window``: each decoded with that window only (``window:2.5``)."""
+    return _choose(tuple(f"{method}_ft160_lr{lr}_st{steps}_ctc_s2" + (f"@{window}" if window else "")
+                         for lr, steps in PLAIN_GRID))
+
+
 def plain_choice() -> dict:
-    return _choose(tuple(f"rope_ft160_lr{lr}_st{steps}_ctc_s2" for lr, steps in PLAIN_GRID))
+    return grid_choice("rope")
 
 
 def pi_choice() -> dict:
-    return _choose(tuple(f"rope_pi_ft160_lr{lr}_st{steps}_ctc_s2" for lr, steps in PLAIN_GRID))
+    return grid_choice("rope_pi")
 
 
-def _pi_over_plain() -> list[float]:
-    """PI's dev CER over the plain fine-tune's, cell by cell of the grid."""
-    return [pi / plain for pi, plain in zip(pi_choice()["dev_cer"].values(), plain_choice()["dev_cer"].values())]
+def _dev(method: str, window: str | None = None) -> list[float]:
+    return list(grid_choice(method, window)["dev_cer"].values())
+
+
+def _over_plain(method: str) -> list[float]:
+    """``method``'s dev CER over the plain fine-tune's, cell by cell of the grid."""
+    return [m / plain for m, plain in zip(_dev(method), _dev("rope"))]
+
+
+def _corner_everywhere() -> list[str]:
+    """Which methods' dev choice (the windowed control over both windows) is not lr 1e-3 with 300 steps."""
+    choices = {m: grid_choice(m)["chosen"] for m in GRID_METHODS if m != "rope_shortft"}
+    choices["rope_shortft"] = _choose(tuple(f"rope_shortft_ft160_lr{lr}_st{steps}_ctc_s2@{w}" for lr, steps in PLAIN_GRID
+                                            for w in WINDOWS))["chosen"].split("@")[0]
+    return [f"{m}: {c}" for m, c in choices.items() if c != f"{m}_ft160_lr1e-3_st300_ctc_s2"]
+
+
+# seed 2 on test: the README's rows, (run name without _ctc_s<seed>, decoding suffix of the eval sets)
+GRID_METHODS = ("rope", "rope_pi", "rope_yarn_b10", "rope_yarn_b32", "rope_shortft")
+WINDOWS = ("window:2.5", "window:5")
+CHOSEN = "_ft160_lr1e-3_st300"
+TEST_ROWS = {"source, plain": ("source_rope", ""), "source, window": ("source_rope", "_window2p5"),
+             "plain fine-tune": ("rope" + CHOSEN, ""), "PI, s = 32": ("rope_pi" + CHOSEN, ""),
+             "YaRN, β 10": ("rope_yarn_b10" + CHOSEN, ""), "YaRN, β 32": ("rope_yarn_b32" + CHOSEN, ""),
+             "continuation control, plain": ("rope_shortft" + CHOSEN, ""),
+             "continuation control, window": ("rope_shortft" + CHOSEN, "_window2p5")}
+
+
+def _paths(d, row: str, seeds=(2,)) -> tuple:
+    return d.paths("finetune160", TEST_ROWS[row][0], seeds, "ctc")
+
+
+def _cer(d, row: str, bucket: str, seeds=(2,)) -> float:
+    """A row's CER %: a test bucket, or "160" for the long-form set (same decoding)."""
+    suffix = TEST_ROWS[row][1]
+    return d.value(_paths(d, row, seeds), f"longform{suffix}", LONG) if bucket == "160" else \
+        d.value(_paths(d, row, seeds), f"test{suffix}", bucket)
+
+
+def _row(d, row: str) -> list[float]:
+    c = d.in_context(_paths(d, row), "longform" + TEST_ROWS[row][1], "test" + TEST_ROWS[row][1]).pooled
+    return [_cer(d, row, "2-4"), _cer(d, row, "32-64"), _cer(d, row, "160"), c.ratio, c.ci_low, c.ci_high]
+
+
+def _paired(d, a: str, b: str, set_name: str = "longform", lo: float = 0.0, hi: float = math.inf) -> list[float]:
+    """Row ``a`` minus row ``b`` in points, paired over the utterances (each with its own decoding)."""
+    from asr_pe.evaluation.length_ratio import difference_ci
+
+    sa, sb = (d.series(_paths(d, r), set_name + TEST_ROWS[r][1]) for r in (a, b))
+    out = difference_ci([r.run_dir / "eval" / r.test_set for r in sa.runs],
+                        [r.run_dir / "eval" / r.test_set for r in sb.runs], lo=lo, hi=hi, n_boot=d.n_boot)
+    assert out is not None, f"{a} vs {b}: no paired difference on {set_name}"
+    return list(out)
 
 
 def _source_digests() -> dict[str, str]:
@@ -52,29 +110,77 @@ def _source_digests() -> dict[str, str]:
 
 FINETUNE160_CLAIMS = [
     Claim("plain fine-tune, seed 2: dev CER of the grid",
-          "5.58 % with lr 3e-4 and 100 steps, {} % with 3e-4 and 300, {} % with 1e-3 and 100, and\n{} % with 1e-3 and 300",
-          lambda d: list(plain_choice()["dev_cer"].values())[1:]),
-    Claim("plain fine-tune, seed 2: the first cell", "(pooled over the 20 recordings of the two 160 s dev rungs):\n{} % with",
-          lambda d: list(plain_choice()["dev_cer"].values())[:1]),
+          "The plain fine-tune's four grid runs gave {} % with lr 3e-4 and 100 steps, {} % with 3e-4 and 300, {} % with "
+          "1e-3 and 100, and {} % with 1e-3 and 300", lambda d: _dev("rope")),
     Fact("plain fine-tune, seed 2: the lowest at the grid's corner", "The lowest is the grid's corner, the higher lr with the\nmore steps",
          lambda d: [] if plain_choice()["chosen"] == "rope_ft160_lr1e-3_st300_ctc_s2" else [plain_choice()["chosen"]]),
     Fact("plain fine-tune, seed 2: more steps lower at either lr", "more steps gave the lower dev CER at either lr",
          lambda d: [f"lr {lr}" for lr in ("3e-4", "1e-3")
                     if not plain_choice()["dev_cer"][f"rope_ft160_lr{lr}_st300_ctc_s2"]
                     < plain_choice()["dev_cer"][f"rope_ft160_lr{lr}_st100_ctc_s2"]]),
-]
-FINETUNE160_CLAIMS += [
-    Claim("PI, seed 2: dev CER of the grid", "Their dev CER, in the same order: {} %, {} %,\n{} % and {} %",
-          lambda d: list(pi_choice()["dev_cer"].values())),
-    Fact("PI, seed 2: the lowest at the grid's corner", "The lowest is again the grid's corner (lr 1e-3, 300 steps)",
-         lambda d: [] if pi_choice()["chosen"] == "rope_pi_ft160_lr1e-3_st300_ctc_s2" else [pi_choice()["chosen"]]),
-    Claim("PI over plain, cell by cell", "each cell is\n{}-{}× the plain fine-tune's cell of the same lr and steps",
-          lambda d: [min(_pi_over_plain()), max(_pi_over_plain())]),
+    Fact("every method's lowest at the corner", "Every method's lowest is that same corner (lr 1e-3, 300 steps)",
+         lambda d: _corner_everywhere()),
+    Claim("PI, seed 2: dev CER of the grid, over plain cell by cell",
+          "**PI** (s = 32): {} %, {} %, {} % and {} %; each cell {}-{}× the plain fine-tune's cell of the same lr and steps",
+          lambda d: _dev("rope_pi") + [min(_over_plain("rope_pi")), max(_over_plain("rope_pi"))]),
+    Claim("YaRN b10, seed 2: dev CER of the grid", "**YaRN, β 10**: {} %, {} %, {} % and {} %", lambda d: _dev("rope_yarn_b10")),
+    Claim("YaRN b32, seed 2: dev CER of the grid", "**YaRN, β 32**: {} %, {} %, {} % and {} %", lambda d: _dev("rope_yarn_b32")),
+    Fact("both YaRN grids above plain in every cell", "Both YaRN grids are above the plain fine-tune's in every cell",
+         lambda d: [f"{m} cell {i}" for m in ("rope_yarn_b10", "rope_yarn_b32") for i, r in enumerate(_over_plain(m)) if not r > 1]),
+    Claim("continuation control, seed 2: dev CER of the grid, both windows",
+          "with the ±2.5 s window {} %, {} %, {} % and {} %, with ±5 s {} %, {} %, {} % and {} %",
+          lambda d: _dev("rope_shortft", "window:2.5") + _dev("rope_shortft", "window:5")),
+    Fact("continuation control: ±2.5 s lower in every cell", "±2.5 s is the lower in every cell",
+         lambda d: [f"cell {i}" for i, (a, b) in enumerate(zip(_dev("rope_shortft", "window:2.5"), _dev("rope_shortft", "window:5")))
+                    if not a < b]),
+    Claim("the source's window, seed 2", "**The source's window**: ±2.5 s {} %, ±5 s {} %",
+          lambda d: list(_choose(tuple(f"source_rope_ctc_s2@{w}" for w in WINDOWS))["dev_cer"].values())),
     Fact("every fine-tune of seed 2 from one source", "Every archived fine-tune of seed 2 started from one source checkpoint",
          lambda d: [] if len(set(_source_digests().values())) == 1 and len(_source_digests()) >= 8
          else [f"digests {sorted(set(_source_digests().values()))} over {len(_source_digests())} runs"]),
     Fact("the source's digest", "`best.ckpt` with sha256\n81cdec975abae859…",
          lambda d: [] if all(v.startswith("81cdec975abae859") for v in _source_digests().values())
          else sorted(set(_source_digests().values()))),
+]
+FINETUNE160_CLAIMS += [
+    Claim(f"seed 2 on test: {row}", f"| {row} | {chosen} | {{}} | {{}} | {bold} | {{}}× [{{}}, {{}}] |",
+          lambda d, row=row: _row(d, row))
+    for row, chosen, bold in (("source, plain", "–", "{}"), ("source, window", "±2.5 s", "{}"),
+                              ("plain fine-tune", "lr 1e-3, 300 steps", "**{}**"), ("PI, s = 32", "lr 1e-3, 300 steps", "{}"),
+                              ("YaRN, β 10", "lr 1e-3, 300 steps", "{}"), ("YaRN, β 32", "lr 1e-3, 300 steps", "{}"),
+                              ("continuation control, plain", "lr 1e-3, 300 steps", "{}"),
+                              ("continuation control, window", "lr 1e-3, 300 steps, ±2.5 s", "{}"))
+]
+FINETUNE160_CLAIMS += [
+    Claim("seed 2: plain fine-tune lowest at 160 s, below the windowed source",
+          "has the lowest CER at 160 s, {} %. It is {} points below the source decoded with its window ({} [{}, {}])",
+          lambda d: [_cer(d, "plain fine-tune", "160"), -(p := _paired(d, "plain fine-tune", "source, window"))[0], *p]),
+    Fact("seed 2: the plain fine-tune the lowest at 160 s, below the windowed source (paired)", "has the lowest CER at 160 s",
+         lambda d: [r for r in TEST_ROWS if r != "plain fine-tune" and not _cer(d, r, "160") > _cer(d, "plain fine-tune", "160")]
+         + ([] if _paired(d, "plain fine-tune", "source, window")[2] < 0 else ["CI against the windowed source includes 0"])),
+    Claim("seed 2: plain fine-tune against the windowed continuation control, and that control against the windowed source",
+          "continuation control decoded with its window ({} [{}, {}]). That control had 300 more steps on the study's ≤ 5 s "
+          "utterances, and it is itself below the windowed source ({} [{}, {}])",
+          lambda d: _paired(d, "plain fine-tune", "continuation control, window")
+          + _paired(d, "continuation control, window", "source, window")),
+    Fact("seed 2: not distinguishable from the windowed control; the control below the windowed source",
+         "the long inputs add nothing measurable once the window is used",
+         lambda d: ([] if (p := _paired(d, "plain fine-tune", "continuation control, window"))[1] < 0 < p[2]
+                    else ["the plain fine-tune and the windowed control are apart"])
+         + ([] if _paired(d, "continuation control, window", "source, window")[2] < 0 else ["control not below the source"])),
+    Claim("seed 2: the rescalings against the plain fine-tune",
+          "are worse than the plain fine-tune: YaRN β 10 by {} [{}, {}], YaRN β 32 by {} [{}, {}], and PI by {} [{}, {}]",
+          lambda d: [v for r in ("YaRN, β 10", "YaRN, β 32", "PI, s = 32") for v in _paired(d, r, "plain fine-tune")]),
+    Fact("seed 2: every rescaling worse (paired CI above 0)", "are worse than the plain fine-tune:",
+         lambda d: [r for r in ("YaRN, β 10", "YaRN, β 32", "PI, s = 32") if not _paired(d, r, "plain fine-tune")[1] > 0]),
+    Claim("seed 2: PI at 2-4 s against the plain fine-tune", "({} % against {} % at 2-4 s)",
+          lambda d: [_cer(d, "PI, s = 32", "2-4"), _cer(d, "plain fine-tune", "2-4")]),
+    Fact("seed 2: PI about twice the plain fine-tune at every length", "PI's error is about twice the plain\n  fine-tune's at every length",
+         lambda d: [b for b in ("2-4", "32-64", "160")
+                    if not 1.8 < _cer(d, "PI, s = 32", b) / _cer(d, "plain fine-tune", b) < 2.5]),
+    Claim("seed 2: the plain fine-tune's cost at 2-4 s", "the plain fine-tune minus the source at\n  2-4 s is {} [{}, {}], a CI that includes 0",
+          lambda d: _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0)),
+    Fact("seed 2: the cost's CI includes 0", "a CI that includes 0",
+         lambda d: [] if (p := _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0))[1] < 0 < p[2] else ["apart"]),
 ]
 FINETUNE160_DOCUMENTS = {README: FINETUNE160_CLAIMS}
