@@ -167,7 +167,8 @@ case "$1" in
     else mkdir -p "$d/${pe}_${loss}_s${seed}/eval" && touch "$d/${pe}_${loss}_s${seed}/eval/done.json"; fi ;;
   -m)
     [ "$2" = asr_pe.inference.remedy_specs ] && exec REAL_PYTHON "$@"
-    [ "$2" = pytest ] && { echo "pytest in $PWD" >> "$FAKE_LOG"; [ -z "${FAKE_ARCHIVE_CHECK_FAILS:-}" ]; exit; }
+    [ "$2" = pytest ] && { echo "pytest in $PWD" >> "$FAKE_LOG"; echo "pytest of ${*: -2}" >> "$FAKE_LOG"
+                           [ -z "${FAKE_ARCHIVE_CHECK_FAILS:-}" ]; exit; }
     [ "$3" = add ] && mkdir -p "$4" && basename "$5" >> "$4/results.jsonl.xz" ;;   # the table: a run a line
 esac
 exit 0
@@ -307,6 +308,8 @@ def _commit_repo_with_a_table(tmp_path) -> tuple[Path, Path]:
     commit_repo = _checkout(tmp_path / "main", with_code=False)
     (commit_repo / "tests").mkdir()
     (commit_repo / "tests" / "test_results_table.py").write_text("")
+    (commit_repo / "tests" / "recipes").mkdir()
+    (commit_repo / "tests" / "recipes" / "test_backlog.py").write_text("")
     dest = commit_repo / "recipes/synth/study/attention/arms/conformer"
     dest.mkdir(parents=True)
     (dest / "results.jsonl.xz").write_text("archived_before\n")
@@ -324,6 +327,8 @@ def test_each_commit_waits_for_the_commit_checkout_s_archive_tests(tmp_path):
     assert lane.returncode == 0, out[-3000:] + err[-3000:]
     calls = (tmp_path / "calls.log").read_text().splitlines()
     assert calls.count(f"pytest in {commit_repo}") == 5   # one check a commit, run where the commit is made
+    # both files that read the committed archives (test_backlog.py reads finetune160's: CI, 2026-12-03)
+    assert calls.count("pytest of tests/test_results_table.py tests/recipes/test_backlog.py") == 5
     assert len(subprocess_log(commit_repo)) == 2 + 5
 
 

@@ -186,12 +186,16 @@ take_archive_turn() {
 }
 
 # the commit checkout's archive tests (tests/test_results_table.py: every committed table read back, each
-# study's per-utterance files where its rule keeps them) on the files about to be committed, with that
-# checkout's code: what CI runs. A table they fail is not committed (a lane's commit once turned CI red).
+# study's per-utterance files where its rule keeps them; tests/recipes/test_backlog.py, which reads the
+# archived finetune160 table) on the files about to be committed, with that checkout's code: what CI runs.
+# A table they fail is not committed (a lane's commit turned CI red on 2026-12-02, and on 2026-12-03 one
+# that only test_backlog.py read).
 check_archive() {
   [ -f "$commit_repo/tests/test_results_table.py" ] || return 0
+  local -a tests=(tests/test_results_table.py)
+  [ -f "$commit_repo/tests/recipes/test_backlog.py" ] && tests+=(tests/recipes/test_backlog.py)
   (cd "$commit_repo" && PYTHONPATH="$commit_repo" run_py -m pytest -q -x -p no:cacheprovider \
-     tests/test_results_table.py) > "$work_dir/logs/archive_check.log" 2>&1
+     "${tests[@]}") > "$work_dir/logs/archive_check.log" 2>&1
 }
 
 # copy the files of <dest> this run changes into the commit checkout and commit only them, once
