@@ -2464,12 +2464,21 @@ ATTENTION_NOTE_CLAIMS = [
          lambda d: _falls(f"{F70L}/sinusoidal_ctc_s1")
          + ([] if run_attention(f"{F70L}/none_ctc_s1", "ladder_test_alone")[2]
             < run_attention(f"{F70L}/sinusoidal_ctc_s1", "ladder_test_alone")[1] else ["CI not above none s1's"])),
-    Fact("arm 3 at 3x the steps: seed 0 complete, the story", "sinusoidal far the most local at 2-3 s, all three near\n"
-         "uniform at 160 s",
-         lambda d: [f"{o}: not below sinusoidal at 2-3 s" for o in (F70L_N, F70L_C)
-                    if not run_attention(o, "ladder_test_alone")[2] < run_attention(F70L_S, "ladder_test_alone")[1]]
-         + [f"{r}: not near uniform at 160 s" for r in (F70L_N, F70L_S, F70L_C)
-            if run_attention(r, "ladder_test_gap500ms_160")[0] > 0.02]),
+    *_another_sample("frontend70_long", "cape_ctc_s1", "**CAPE, 70 ms front end, 3300 steps, seed 1** (2026-12-03)"),
+    *_uniform(f"{F70L}/cape_ctc_s1", _at_160_then_short("uniform again as at seed 0"), "uniform again as at seed 0"),
+    Claim("arm 3 at 3x the steps, CAPE s1: against none and sinusoidal s1",
+          "its CI overlapping that of `none` at seed 1 ({} %) and far below sinusoidal's at seed 1 ({} %)",
+          lambda d: [100 * run_attention(f"{F70L}/{pe}_ctc_s1", "ladder_test_alone")[0] for pe in ("none", "sinusoidal")]),
+    Fact("arm 3 at 3x the steps, CAPE s1: like none s1, below sinusoidal s1", "CI overlapping that of `none` at seed 1",
+         lambda d: _apart_on_short(f"{F70L}/cape_ctc_s1", [f"{F70L}/none_ctc_s1"])
+         + ([] if run_attention(f"{F70L}/cape_ctc_s1", "ladder_test_alone")[2]
+            < run_attention(f"{F70L}/sinusoidal_ctc_s1", "ladder_test_alone")[1] else ["not below sinusoidal s1"])),
+    Fact("arm 3 at 3x the steps: seeds 0 and 1 complete, one story", "sinusoidal far the\nmost local at 2-3 s, all three "
+         "near uniform at 160 s",
+         lambda d: [f"{o}: not below sinusoidal at 2-3 s" for s in (0, 1) for o in (f"{F70L}/none_ctc_s{s}", f"{F70L}/cape_ctc_s{s}")
+                    if not run_attention(o, "ladder_test_alone")[2] < run_attention(f"{F70L}/sinusoidal_ctc_s{s}", "ladder_test_alone")[1]]
+         + [f"{F70L}/{pe}_ctc_s{s}: not near uniform at 160 s" for s in (0, 1) for pe in ("none", "sinusoidal", "cape")
+            if run_attention(f"{F70L}/{pe}_ctc_s{s}", "ladder_test_gap500ms_160")[0] > 0.02]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
     Fact("arm 3: both seeds agree", "both seeds of each PE tell the same story",
