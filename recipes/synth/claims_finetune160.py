@@ -80,16 +80,17 @@ def _cer(d, row: str, bucket: str, seeds=(2,)) -> float:
         d.value(_paths(d, row, seeds), f"test{suffix}", bucket)
 
 
-def _row(d, row: str) -> list[float]:
-    c = d.in_context(_paths(d, row), "longform" + TEST_ROWS[row][1], "test" + TEST_ROWS[row][1]).pooled
-    return [_cer(d, row, "2-4"), _cer(d, row, "32-64"), _cer(d, row, "160"), c.ratio, c.ci_low, c.ci_high]
+def _row(d, row: str, seeds=(2,)) -> list[float]:
+    c = d.in_context(_paths(d, row, seeds), "longform" + TEST_ROWS[row][1], "test" + TEST_ROWS[row][1]).pooled
+    return [*(_cer(d, row, b, seeds) for b in ("2-4", "32-64", "160")), c.ratio, c.ci_low, c.ci_high]
 
 
-def _paired(d, a: str, b: str, set_name: str = "longform", lo: float = 0.0, hi: float = math.inf) -> list[float]:
+def _paired(d, a: str, b: str, set_name: str = "longform", lo: float = 0.0, hi: float = math.inf,
+            seeds=(2,)) -> list[float]:
     """Row ``a`` minus row ``b`` in points, paired over the utterances (each with its own decoding)."""
     from asr_pe.evaluation.length_ratio import difference_ci
 
-    sa, sb = (d.series(_paths(d, r), set_name + TEST_ROWS[r][1]) for r in (a, b))
+    sa, sb = (d.series(_paths(d, r, seeds), set_name + TEST_ROWS[r][1]) for r in (a, b))
     out = difference_ci([r.run_dir / "eval" / r.test_set for r in sa.runs],
                         [r.run_dir / "eval" / r.test_set for r in sb.runs], lo=lo, hi=hi, n_boot=d.n_boot)
     assert out is not None, f"{a} vs {b}: no paired difference on {set_name}"
@@ -182,5 +183,20 @@ FINETUNE160_CLAIMS += [
           lambda d: _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0)),
     Fact("seed 2: the cost's CI includes 0", "a CI that includes 0",
          lambda d: [] if (p := _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0))[1] < 0 < p[2] else ["apart"]),
+]
+FINETUNE160_CLAIMS += [
+    Claim(f"seed 3 on test: {row}", f"| {label} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] |", lambda d, row=row: _row(d, row, (3,)))
+    for row, label in (("source, plain", "source, plain"), ("source, window", "source, window ±2.5 s"),
+                       ("plain fine-tune", "plain fine-tune"))
+] + [
+    Claim("seed 3: plain fine-tune against the windowed source, its cost at 2-4 s",
+          "below the source decoded with its window at 160 s ({} [{}, {}] points), with no measurable cost on short "
+          "inputs ({} [{}, {}] at 2-4 s, its CI including 0)",
+          lambda d: _paired(d, "plain fine-tune", "source, window", seeds=(3,))
+          + _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(3,))),
+    Fact("seed 3: below the windowed source, the cost's CI includes 0", "its CI including 0",
+         lambda d: ([] if _paired(d, "plain fine-tune", "source, window", seeds=(3,))[2] < 0 else ["not below"])
+         + ([] if (p := _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(3,)))[1] < 0 < p[2]
+            else ["cost apart from 0"])),
 ]
 FINETUNE160_DOCUMENTS = {README: FINETUNE160_CLAIMS}
