@@ -2473,6 +2473,12 @@ ATTENTION_NOTE_CLAIMS = [
          lambda d: _apart_on_short(f"{F70L}/cape_ctc_s1", [f"{F70L}/none_ctc_s1"])
          + ([] if run_attention(f"{F70L}/cape_ctc_s1", "ladder_test_alone")[2]
             < run_attention(f"{F70L}/sinusoidal_ctc_s1", "ladder_test_alone")[1] else ["not below sinusoidal s1"])),
+    *_another_sample("frontend70_long", "none_ctc_s2", "**`none`, 70 ms front end, 3300 steps, seed 2** (2026-12-03)"),
+    *_uniform(f"{F70L}/none_ctc_s2", _at_160_then_short("uniform as at seeds 0 and 1"), "uniform as at seeds 0 and 1"),
+    Claim("arm 3 at 3x the steps, none s2: against seeds 0 and 1", "its CI overlapping those of seeds 0 and 1 ({} %, {} %)",
+          lambda d: [100 * run_attention(f"{F70L}/none_ctc_s{s}", "ladder_test_alone")[0] for s in (0, 1)]),
+    Fact("arm 3 at 3x the steps, none s2: overlaps seeds 0 and 1", "its CI overlapping those of seeds 0 and 1",
+         lambda d: _apart_on_short(f"{F70L}/none_ctc_s2", [f"{F70L}/none_ctc_s0", f"{F70L}/none_ctc_s1"])),
     Fact("arm 3 at 3x the steps: seeds 0 and 1 complete, one story", "sinusoidal far the\nmost local at 2-3 s, all three "
          "near uniform at 160 s",
          lambda d: [f"{o}: not below sinusoidal at 2-3 s" for s in (0, 1) for o in (f"{F70L}/none_ctc_s{s}", f"{F70L}/cape_ctc_s{s}")
