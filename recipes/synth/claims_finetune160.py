@@ -188,7 +188,7 @@ FINETUNE160_CLAIMS += [
     Claim(f"seed 3 on test: {row}", f"| {label} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] |", lambda d, row=row: _row(d, row, (3,)))
     for row, label in (("source, plain", "source, plain"), ("source, window", "source, window ±2.5 s"),
                        ("plain fine-tune", "plain fine-tune"), ("PI, s = 32", "PI, s = 32"),
-                       ("YaRN, β 10", "YaRN, β 10"))
+                       ("YaRN, β 10", "YaRN, β 10"), ("YaRN, β 32", "YaRN, β 32"))
 ] + [
     Claim("seed 3: PI against the plain fine-tune", "PI is again worse than the plain fine-tune, by {} [{}, {}] at 160 s",
           lambda d: _paired(d, "PI, s = 32", "plain fine-tune", seeds=(3,))),
@@ -199,6 +199,11 @@ FINETUNE160_CLAIMS += [
           + _paired(d, "YaRN, β 10", "plain fine-tune")[:1]),
     Fact("seed 3: YaRN b10 worse (paired CI above 0)", "and so is YaRN β 10",
          lambda d: [] if _paired(d, "YaRN, β 10", "plain fine-tune", seeds=(3,))[1] > 0 else ["CI includes 0"]),
+    Claim("seed 3: YaRN b32 against the plain fine-tune, and seed 2's", "and YaRN β 32, by {} [{}, {}] (seed 2: {})",
+          lambda d: _paired(d, "YaRN, β 32", "plain fine-tune", seeds=(3,))
+          + _paired(d, "YaRN, β 32", "plain fine-tune")[:1]),
+    Fact("seed 3: YaRN b32 worse (paired CI above 0)", "and YaRN β 32, by",
+         lambda d: [] if _paired(d, "YaRN, β 32", "plain fine-tune", seeds=(3,))[1] > 0 else ["CI includes 0"]),
     Claim("seed 3: plain fine-tune against the windowed source, its cost at 2-4 s",
           "below the source decoded with its window at 160 s ({} [{}, {}] points), with no measurable cost on short "
           "inputs ({} [{}, {}] at 2-4 s, its CI including 0)",
