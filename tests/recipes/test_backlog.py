@@ -608,6 +608,29 @@ def test_stage_7_refuses_a_seed_it_does_not_have(tmp_path):
     assert not [c for c in calls if c.startswith(("train.py", "evaluate.py"))]
 
 
+def test_stage_7_shared_by_two_lanes_one_part_each(tmp_path):
+    # the yardstick's lane trains it and nothing else: no source, no fine-tune, no choice
+    proc, calls, repo, work = _lane(tmp_path / "y", with_code=True, stages=("7", "7"),
+                                    extra=("--ft_seeds", "3", "--ft_parts", "yardstick"))
+    assert proc.returncode == 0, proc.stdout
+    assert [c for c in calls if c.startswith("train.py")] == [
+        f"train.py experiment=synth_yardstick160 pe=rope seed=3 "
+        f"run_dir={work}/runs/finetune160/rope_yardstick160_ctc_s3 eval_after_train=false resume=auto"]
+    assert not [c for c in calls if " same-source " in c or " choose " in c]
+    assert subprocess_log(repo) == [
+        "issue 48 point 4: finetune160, rope_yardstick160_ctc_s3 on test and the long-form set", "start"]
+    # the controls' lane without seed 2's choices: each method reports its missing choice, no yardstick
+    proc, calls, repo, work = _lane(tmp_path / "c", with_code=True, stages=("7", "7"),
+                                    extra=("--ft_seeds", "3,4", "--ft_parts", "controls"))
+    assert proc.returncode == 1 and proc.stdout.count("stage 7: no choice for rope_pi in") == 2
+    assert not [c for c in calls if c.startswith("train.py")]
+    assert subprocess_log(repo) == ["start"]
+    for bad, why in (("transfer", "no part transfer (controls, yardstick)"), ("", "none given (controls, yardstick)")):
+        proc, calls, _, _ = _lane(tmp_path / f"bad{bad}", with_code=True, stages=("7", "7"), extra=("--ft_parts", bad))
+        assert proc.returncode == 2 and f"error: --ft_parts: {why}" in proc.stdout, proc.stdout
+        assert not [c for c in calls if c.startswith(("train.py", "evaluate.py"))]
+
+
 def test_the_dev_choice_pools_the_char_errors_of_every_set_and_takes_the_lowest(tmp_path):
     """`choose` on the archived fine-tunes: each candidate's CER is its char errors over its reference
     chars summed over the sets (recounted here from the per-utterance rows), a remedy's candidate reads

@@ -79,11 +79,14 @@
 # Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 7] [--work_dir DIR] [--commit_repo DIR]
 #                                      [--threads 1] [--nice 10] [--arms frontend70,conformer,frontend70_long]
 #                                      [--pes none,sinusoidal,rope,relative,cape] [--seeds 1] [--ft_seeds 2,3,4]
+#                                      [--ft_parts controls,yardstick]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
 #   --arms         stage 5's arms, in this order (two lanes can share the stage: one arm each)
 #   --seeds        stage 5's seeds, in this order (default: each arm's own; two lanes can share an arm: one
 #                  set of seeds each)
 #   --ft_seeds     stage 7's seeds, in this order (2 first: it makes the dev choices the others use)
+#   --ft_parts     stage 7's parts: the source and its fine-tunes (controls), the yardstick trained from
+#                  scratch (yardstick), or both; two lanes can share a seed, one part each
 #   --pes          stage 4's PEs, in this order (two lanes can share the stage: one set of PEs each;
 #                  lanes take turns to archive, each on top of what the others committed)
 #   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
@@ -103,6 +106,7 @@ arms=frontend70,conformer,frontend70_long
 transducer_pes=none,sinusoidal,rope,relative,cape
 arm_seeds=""
 ft_seeds="2 3 4"
+ft_parts=controls,yardstick
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=$2; shift 2 ;;
@@ -115,6 +119,7 @@ while [ $# -gt 0 ]; do
     --pes) transducer_pes=$2; shift 2 ;;
     --seeds) arm_seeds=${2//,/ }; shift 2 ;;
     --ft_seeds|--ft-seeds) ft_seeds=${2//,/ }; shift 2 ;;
+    --ft_parts|--ft-parts) ft_parts=$2; shift 2 ;;
     -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1; see $0 --help" >&2; exit 2 ;;
   esac
@@ -158,6 +163,11 @@ for pe in "${transducer_pe_list[@]}"; do
 done
 for seed in $ft_seeds; do
   case "$seed" in 2|3|4) ;; *) log "error: --ft_seeds: stage 7 has seeds 2, 3, 4, not $seed"; exit 2 ;; esac
+done
+IFS=, read -r -a ft_part_list <<< "$ft_parts"
+[ "${#ft_part_list[@]}" -gt 0 ] || { log "error: --ft_parts: none given (controls, yardstick)"; exit 2; }
+for part in "${ft_part_list[@]}"; do
+  case "$part" in controls|yardstick) ;; *) log "error: --ft_parts: no part $part (controls, yardstick)"; exit 2 ;; esac
 done
 log "backlog: code $repo ($(git -C "$repo" rev-parse --short HEAD)), commits to $commit_repo, work in $work_dir"
 log "  python $PYTHON: $("$PYTHON" -c 'import asr_pe; print(asr_pe.__file__)')"
@@ -507,6 +517,7 @@ ft_method() {  # method -> the fine-tune's Hydra overrides
     rope_shortft) echo "pe=rope data.concat_max_seconds=null" ;;   # the continuation control
   esac
 }
+ft_part() { [[ ",$ft_parts," == *",$1,"* ]]; }   # is this part of stage 7 this lane's?
 ft_windowed() { [ "$1" = rope_shortft ]; }   # decoded with the window (so is the source), chosen on dev
 ft_rundir() { echo "$work_dir/runs/finetune160/$1"; }
 ft_cand() { echo "${1}_ft160_lr${2}_st${3}_ctc_s${4}"; }   # method lr steps seed -> run name
@@ -592,57 +603,61 @@ if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
   log "stage 7: the RoPE controls at 160 s (issue 48 point 4), seeds ${ft_seeds// /, } -> $ft_dest"
   if needs_code "stage 7" conf/experiment/synth_finetune160.yaml; then
     for seed in $ft_seeds; do
-      dev_failed=0
-      if [ "$seed" = 2 ]; then   # the grid, then each method's choice on dev
-        for m in $ft_methods; do
-          for lr in $ft_lrs; do for steps in $ft_steps; do ft_dev_run "$m" "$lr" "$steps" 2 || dev_failed=1; done; done
-        done
-        run=source_rope_ctc_s2
-        if ! ft_archived "$run" ladder_dev_nogap_160_window5; then
-          if ft_source 2; then
-            for w in $ft_windows; do ft_decode "$run" dev "$w" || dev_failed=1; done
-            [ "$dev_failed" = 1 ] || ft_archive "$run" "$run trained (the study's recipe), on the dev ladder's 160 s rungs"
-          else dev_failed=1; fi
-        fi
-      fi
-      # a choice among fewer candidates than offered would be another choice: none without all of them
-      [ "$dev_failed" = 0 ] || { log "  stage 7: seed 2's dev runs are incomplete; no choice, nothing on test"; failed=1; break; }
-      for m in source $ft_methods; do
-        choice=$commit_repo/$ft_dest/reports/choice_${m}_s2.json
-        if [ "$seed" = 2 ] && [ ! -f "$choice" ]; then
-          cands=()
-          if [ "$m" = source ]; then
-            for w in $ft_windows; do cands+=("source_rope_ctc_s2@$w"); done
-          else
-            for lr in $ft_lrs; do for steps in $ft_steps; do
-              c=$(ft_cand "$m" "$lr" "$steps" 2)
-              if ft_windowed "$m"; then for w in $ft_windows; do cands+=("$c@$w"); done; else cands+=("$c"); fi
-            done; done
+      if ft_part controls; then   # the source, the grid (seed 2) and the chosen fine-tunes
+        dev_failed=0
+        if [ "$seed" = 2 ]; then   # the grid, then each method's choice on dev
+          for m in $ft_methods; do
+            for lr in $ft_lrs; do for steps in $ft_steps; do ft_dev_run "$m" "$lr" "$steps" 2 || dev_failed=1; done; done
+          done
+          run=source_rope_ctc_s2
+          if ! ft_archived "$run" ladder_dev_nogap_160_window5; then
+            if ft_source 2; then
+              for w in $ft_windows; do ft_decode "$run" dev "$w" || dev_failed=1; done
+              [ "$dev_failed" = 1 ] || ft_archive "$run" "$run trained (the study's recipe), on the dev ladder's 160 s rungs"
+            else dev_failed=1; fi
           fi
-          mkdir -p "$repo/$ft_dest/reports"
-          chosen=$(run_py recipes/synth/study/backlog.py choose "$commit_repo/$ft_dest" "${cands[@]}" \
-                   --sets ladder_dev_gap500ms_160 ladder_dev_nogap_160 --out "$repo/$ft_dest/reports/choice_${m}_s2.json") \
-            || { log "  stage 7: the choice of $m FAILED"; failed=1; continue; }
-          log "  stage 7: $m: chosen on dev $chosen"
-          [ "$commit_repo" = "$repo" ] || { mkdir -p "$(dirname "$choice")"; cp "$repo/$ft_dest/reports/choice_${m}_s2.json" "$choice"; }
         fi
-        [ -f "$choice" ] || { log "  stage 7: no choice for $m in $choice yet (seed 2 makes it)"; failed=1; continue; }
-        chosen=$(run_py -c "import json, sys; print(json.load(open(sys.argv[1]))['chosen'])" "$choice") \
-          || { log "  stage 7: $choice unreadable"; failed=1; continue; }
-        base=${chosen%%@*} remedy=""; [[ "$chosen" == *@* ]] && remedy=${chosen#*@}
-        if [ "$m" = source ]; then
-          ft_test_run "source_rope_ctc_s$seed" "$remedy" "$seed" || failed=1
-        else
-          lr=${base#*_lr}; lr=${lr%%_st*}; steps=${base#*_st}; steps=${steps%%_*}
-          [ "$(ft_cand "$m" "$lr" "$steps" 2)" = "$base" ] \
-            || { log "  stage 7: $choice names $base, not a run of $m's grid"; failed=1; continue; }
-          # shellcheck disable=SC2046
-          ft_test_run "$(ft_cand "$m" "$lr" "$steps" "$seed")" "$remedy" "$seed" experiment=synth_finetune160 \
-            init_from="$(ft_rundir "source_rope_ctc_s$seed")" seed="$seed" optim.lr="$lr" trainer.max_steps="$steps" \
-            arm="${m}_lr${lr}_st${steps}" $(ft_method "$m") || failed=1
-        fi
-      done
-      ft_test_run "rope_yardstick160_ctc_s$seed" "" "$seed" experiment=synth_yardstick160 pe=rope seed="$seed" || failed=1
+        # a choice among fewer candidates than offered would be another choice: none without all of them
+        [ "$dev_failed" = 0 ] || { log "  stage 7: seed 2's dev runs are incomplete; no choice, nothing on test"; failed=1; break; }
+        for m in source $ft_methods; do
+          choice=$commit_repo/$ft_dest/reports/choice_${m}_s2.json
+          if [ "$seed" = 2 ] && [ ! -f "$choice" ]; then
+            cands=()
+            if [ "$m" = source ]; then
+              for w in $ft_windows; do cands+=("source_rope_ctc_s2@$w"); done
+            else
+              for lr in $ft_lrs; do for steps in $ft_steps; do
+                c=$(ft_cand "$m" "$lr" "$steps" 2)
+                if ft_windowed "$m"; then for w in $ft_windows; do cands+=("$c@$w"); done; else cands+=("$c"); fi
+              done; done
+            fi
+            mkdir -p "$repo/$ft_dest/reports"
+            chosen=$(run_py recipes/synth/study/backlog.py choose "$commit_repo/$ft_dest" "${cands[@]}" \
+                     --sets ladder_dev_gap500ms_160 ladder_dev_nogap_160 --out "$repo/$ft_dest/reports/choice_${m}_s2.json") \
+              || { log "  stage 7: the choice of $m FAILED"; failed=1; continue; }
+            log "  stage 7: $m: chosen on dev $chosen"
+            [ "$commit_repo" = "$repo" ] || { mkdir -p "$(dirname "$choice")"; cp "$repo/$ft_dest/reports/choice_${m}_s2.json" "$choice"; }
+          fi
+          [ -f "$choice" ] || { log "  stage 7: no choice for $m in $choice yet (seed 2 makes it)"; failed=1; continue; }
+          chosen=$(run_py -c "import json, sys; print(json.load(open(sys.argv[1]))['chosen'])" "$choice") \
+            || { log "  stage 7: $choice unreadable"; failed=1; continue; }
+          base=${chosen%%@*} remedy=""; [[ "$chosen" == *@* ]] && remedy=${chosen#*@}
+          if [ "$m" = source ]; then
+            ft_test_run "source_rope_ctc_s$seed" "$remedy" "$seed" || failed=1
+          else
+            lr=${base#*_lr}; lr=${lr%%_st*}; steps=${base#*_st}; steps=${steps%%_*}
+            [ "$(ft_cand "$m" "$lr" "$steps" 2)" = "$base" ] \
+              || { log "  stage 7: $choice names $base, not a run of $m's grid"; failed=1; continue; }
+            # shellcheck disable=SC2046
+            ft_test_run "$(ft_cand "$m" "$lr" "$steps" "$seed")" "$remedy" "$seed" experiment=synth_finetune160 \
+              init_from="$(ft_rundir "source_rope_ctc_s$seed")" seed="$seed" optim.lr="$lr" trainer.max_steps="$steps" \
+              arm="${m}_lr${lr}_st${steps}" $(ft_method "$m") || failed=1
+          fi
+        done
+      fi
+      if ft_part yardstick; then
+        ft_test_run "rope_yardstick160_ctc_s$seed" "" "$seed" experiment=synth_yardstick160 pe=rope seed="$seed" || failed=1
+      fi
     done
   else
     failed=1
