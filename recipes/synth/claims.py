@@ -2479,6 +2479,20 @@ ATTENTION_NOTE_CLAIMS = [
           lambda d: [100 * run_attention(f"{F70L}/none_ctc_s{s}", "ladder_test_alone")[0] for s in (0, 1)]),
     Fact("arm 3 at 3x the steps, none s2: overlaps seeds 0 and 1", "its CI overlapping those of seeds 0 and 1",
          lambda d: _apart_on_short(f"{F70L}/none_ctc_s2", [f"{F70L}/none_ctc_s0", f"{F70L}/none_ctc_s1"])),
+    *_another_sample("frontend70_long", "sinusoidal_ctc_s2", "**Sinusoidal, 70 ms front end, 3300 steps, seed 2** (2026-12-04)"),
+    *_uniform(f"{F70L}/sinusoidal_ctc_s2", _at_160_then_short("near uniform again, as at seeds 0 and 1"),
+              "near uniform again, as at seeds 0 and 1"),
+    Claim("arm 3 at 3x the steps, sinusoidal s2: against none s2 and sinusoidal s1, s0",
+          "far above `none`'s {} % at seed 2, falling at every rung between; its CI overlaps seed\n1's ({} %) and lies above "
+          "seed 0's ({} %)",
+          lambda d: [100 * run_attention(f"{F70L}/{r}", "ladder_test_alone")[0]
+                     for r in ("none_ctc_s2", "sinusoidal_ctc_s1", "sinusoidal_ctc_s0")]),
+    Fact("arm 3 at 3x the steps, sinusoidal s2: above none s2, falling, like s1, above s0",
+         "falling at every rung between; its CI overlaps seed",
+         lambda d: _falls(f"{F70L}/sinusoidal_ctc_s2") + _apart_on_short(f"{F70L}/sinusoidal_ctc_s2", [f"{F70L}/sinusoidal_ctc_s1"])
+         + [f"CI not above {o}'s" for o in ("none_ctc_s2", "sinusoidal_ctc_s0")
+            if not run_attention(f"{F70L}/{o}", "ladder_test_alone")[2]
+            < run_attention(f"{F70L}/sinusoidal_ctc_s2", "ladder_test_alone")[1]]),
     Fact("arm 3 at 3x the steps: seeds 0 and 1 complete, one story", "sinusoidal far the\nmost local at 2-3 s, all three "
          "near uniform at 160 s",
          lambda d: [f"{o}: not below sinusoidal at 2-3 s" for s in (0, 1) for o in (f"{F70L}/none_ctc_s{s}", f"{F70L}/cape_ctc_s{s}")
