@@ -535,10 +535,17 @@ def _arm70_row(d, pe):
             *per_seed(d, pe, LONG, "longform", f), *ratio_ci(d, pe, f), *_arm_local("frontend70", pe)]
 
 
-def _arm_local(arm, pe):
-    """An arm's seed-0 local share on the ladder's 2-3 s test utterances and its 160 s rung (stage 5's
-    measurement over the ladder's test pool, study/attention/arms/<arm>/)."""
-    return [run_attention(f"arms/{arm}/{pe}_ctc_s0", s)[0] for s in ("ladder_test_alone", "ladder_test_gap500ms_160")]
+def _arm_local(arm, pe, seeds=(0,)):
+    """An arm's local share on the ladder's 2-3 s test utterances and its 160 s rung (stage 5's
+    measurement over the ladder's test pool, study/attention/arms/<arm>/), the mean over ``seeds``."""
+    return [_seed_mean(lambda s, set_name=set_name: run_attention(f"arms/{arm}/{pe}_ctc_s{s}", set_name)[0], seeds)
+            for set_name in ("ladder_test_alone", "ladder_test_gap500ms_160")]
+
+
+def _seed_mean(value, seeds) -> float:
+    """The mean of ``value(seed)`` over ``seeds``: every seed is measured on the same utterances, so
+    this is also the mean over utterances of each utterance's mean over the seeds."""
+    return sum(value(s) for s in seeds) / len(seeds)
 
 
 def _arm3x_row(d, pe):
@@ -548,7 +555,7 @@ def _arm3x_row(d, pe):
            *per_seed(d, pe, LONG, "longform", f), c.ratio, c.ci_low, c.ci_high]
     if pe != "none":
         out += diff(d, pe, "none", "test", "2-4", f) + diff(d, pe, "none", "longform", LONG, f)
-    return out + _arm_local("frontend70_long", pe)
+    return out + _arm_local("frontend70_long", pe, FOLDER_SEEDS[F70L])
 
 
 def _cape_row(d, folder):
@@ -861,15 +868,19 @@ CLAIMS = [
     Claim("70 ms 3x: CAPE row", "| CAPE | {} ({}, {}, {}) | {} | {} ({}, {}, {}) | {}× [{}, {}] | {} [{}, {}] / {} [{}, {}] | {} / {} |",
           lambda d: _arm3x_row(d, "cape")),
     Claim("70 ms 3x: sinusoidal uses position", "Sinusoidal now uses position (local share {}; layers 4–6 at {}–{})",
-          lambda d: [run_attention(f"{F70L}/sinusoidal_ctc_s0", "ladder_test_alone")[0],
-                     *_minmax(_layer_local(f"{F70L}/sinusoidal_ctc_s0", "ladder_test_alone", layer) for layer in (3, 4, 5))]),
+          lambda d: [_arm_local("frontend70_long", "sinusoidal", FOLDER_SEEDS[F70L])[0],
+                     *_minmax(_seed_mean(lambda s, layer=layer: _layer_local(f"{F70L}/sinusoidal_ctc_s{s}", "ladder_test_alone",
+                                                                             layer), FOLDER_SEEDS[F70L])
+                              for layer in (3, 4, 5))]),
     Claim("70 ms 3x: then loses it", "then loses it past them ({} at 40 s)",
-          lambda d: [run_attention(f"{F70L}/sinusoidal_ctc_s0", "ladder_test_gap500ms_40")[0]]),
+          lambda d: [_seed_mean(lambda s: run_attention(f"{F70L}/sinusoidal_ctc_s{s}", "ladder_test_gap500ms_40")[0],
+                                FOLDER_SEEDS[F70L])]),
     Fact("70 ms 3x: sinusoidal best inside, worst from 8 s", "worst at every length from 8 s", _sin3x_worst_from_8s),
-    Claim("70 ms 3x: CAPE like none", "CAPE's flat curve is `none`'s (local {} against {}, CIs overlap)",
-          lambda d: [run_attention(f"{F70L}/{pe}_ctc_s0", "ladder_test_alone")[0] for pe in ("cape", "none")]),
-    Fact("70 ms 3x: CAPE's local share overlaps none's", "(local 0.52 against 0.51, CIs overlap)",
-         lambda d: _apart_on_short(f"{F70L}/cape_ctc_s0", [f"{F70L}/none_ctc_s0"])),
+    Claim("70 ms 3x: CAPE like none", "CAPE's flat curve is `none`'s (local {} against {}, CIs overlap at each seed)",
+          lambda d: [_arm_local("frontend70_long", pe, FOLDER_SEEDS[F70L])[0] for pe in ("cape", "none")]),
+    Fact("70 ms 3x: CAPE's local share overlaps none's at each seed", "CIs overlap at each seed",
+         lambda d: [f"seed {s}: {m}" for s in FOLDER_SEEDS[F70L]
+                    for m in _apart_on_short(f"{F70L}/cape_ctc_s{s}", [f"{F70L}/none_ctc_s{s}"])]),
     Claim("70 ms 3x: CAPE - none per seed", "seed at 2-4 s: {} [{}, {}], {} [{}, {}], {} [{}, {}])",
           lambda d: [v for s in FOLDER_SEEDS[F70L] for v in diff(d, "cape", "none", "test", "2-4", F70L, seeds=(s,))]),
     Claim("70 ms 3x: seeds agree",
@@ -2493,11 +2504,21 @@ ATTENTION_NOTE_CLAIMS = [
          + [f"CI not above {o}'s" for o in ("none_ctc_s2", "sinusoidal_ctc_s0")
             if not run_attention(f"{F70L}/{o}", "ladder_test_alone")[2]
             < run_attention(f"{F70L}/sinusoidal_ctc_s2", "ladder_test_alone")[1]]),
-    Fact("arm 3 at 3x the steps: seeds 0 and 1 complete, one story", "sinusoidal far the\nmost local at 2-3 s, all three "
+    *_another_sample("frontend70_long", "cape_ctc_s2", "**CAPE, 70 ms front end, 3300 steps, seed 2** (2026-12-04)"),
+    *_uniform(f"{F70L}/cape_ctc_s2", _at_160_then_short("uniform at every seed"), "uniform at every seed"),
+    Claim("arm 3 at 3x the steps, CAPE s2: against none and sinusoidal s2",
+          "its CI\n  overlapping that of `none` at seed 2 ({} %) and far below sinusoidal's at seed 2 ({} %)",
+          lambda d: [100 * run_attention(f"{F70L}/{pe}_ctc_s2", "ladder_test_alone")[0] for pe in ("none", "sinusoidal")]),
+    Fact("arm 3 at 3x the steps, CAPE s2: like none s2, below sinusoidal s2", "overlapping that of `none` at seed 2",
+         lambda d: _apart_on_short(f"{F70L}/cape_ctc_s2", [f"{F70L}/none_ctc_s2"])
+         + ([] if run_attention(f"{F70L}/cape_ctc_s2", "ladder_test_alone")[2]
+            < run_attention(f"{F70L}/sinusoidal_ctc_s2", "ladder_test_alone")[1] else ["not below sinusoidal s2"])),
+    Fact("arm 3 at 3x the steps: all three seeds complete, one story", "sinusoidal far the\nmost local at 2-3 s, all three "
          "near uniform at 160 s",
-         lambda d: [f"{o}: not below sinusoidal at 2-3 s" for s in (0, 1) for o in (f"{F70L}/none_ctc_s{s}", f"{F70L}/cape_ctc_s{s}")
+         lambda d: [f"{o}: not below sinusoidal at 2-3 s" for s in FOLDER_SEEDS[F70L]
+                    for o in (f"{F70L}/none_ctc_s{s}", f"{F70L}/cape_ctc_s{s}")
                     if not run_attention(o, "ladder_test_alone")[2] < run_attention(f"{F70L}/sinusoidal_ctc_s{s}", "ladder_test_alone")[1]]
-         + [f"{F70L}/{pe}_ctc_s{s}: not near uniform at 160 s" for s in (0, 1) for pe in ("none", "sinusoidal", "cape")
+         + [f"{F70L}/{pe}_ctc_s{s}: not near uniform at 160 s" for s in FOLDER_SEEDS[F70L] for pe in ("none", "sinusoidal", "cape")
             if run_attention(f"{F70L}/{pe}_ctc_s{s}", "ladder_test_gap500ms_160")[0] > 0.02]),
     Fact("Conformer none s0: reproduced", "`none`, Conformer (arm 1), seed 0**, which reproduces its archived run exactly",
          lambda d: [] if _arm_retrained("conformer", "none_ctc_s0")["reproduced"] else ["not reproduced"]),
