@@ -288,6 +288,18 @@ def _another_sample(arm: str, run: str, header: str) -> list:
                  lambda d: ["reproduced"] if _arm_retrained(arm, run)["reproduced"] else [])]
 
 
+def _cape_between(seed: int, sentence: str, words: str) -> list:
+    """CAPE of arm 3 at 3x the steps at ``seed``: `none`'s and sinusoidal's local shares (%) on the 2-3 s
+    utterances at that seed, and that CAPE's CI there overlaps `none`'s and lies below sinusoidal's."""
+    run = f"{F70L}/{{}}_ctc_s{seed}".format
+    short = lambda pe: run_attention(run(pe), "ladder_test_alone")  # noqa: E731  (mean, low, high, n)
+    return [Claim(f"arm 3 at 3x the steps, CAPE s{seed}: against none and sinusoidal", sentence,
+                  lambda d: [100 * short(pe)[0] for pe in ("none", "sinusoidal")]),
+            Fact(f"arm 3 at 3x the steps, CAPE s{seed}: like none, below sinusoidal", words,
+                 lambda d: _apart_on_short(run("cape"), [run("none")])
+                 + ([] if short("cape")[2] < short("sinusoidal")[1] else [f"not below sinusoidal s{seed}"]))]
+
+
 def _rate_retrained(run: str) -> dict:
     """The rate lane's reproduction check of a retrained run (study/rate/retrained.jsonl)."""
     for record in _RATE["retrained_records"]():
@@ -2477,13 +2489,8 @@ ATTENTION_NOTE_CLAIMS = [
             < run_attention(f"{F70L}/sinusoidal_ctc_s1", "ladder_test_alone")[1] else ["CI not above none s1's"])),
     *_another_sample("frontend70_long", "cape_ctc_s1", "**CAPE, 70 ms front end, 3300 steps, seed 1** (2026-12-03)"),
     *_uniform(f"{F70L}/cape_ctc_s1", _at_160_then_short("uniform again as at seed 0"), "uniform again as at seed 0"),
-    Claim("arm 3 at 3x the steps, CAPE s1: against none and sinusoidal s1",
-          "its CI overlapping that of `none` at seed 1 ({} %) and far below sinusoidal's at seed 1 ({} %)",
-          lambda d: [100 * run_attention(f"{F70L}/{pe}_ctc_s1", "ladder_test_alone")[0] for pe in ("none", "sinusoidal")]),
-    Fact("arm 3 at 3x the steps, CAPE s1: like none s1, below sinusoidal s1", "CI overlapping that of `none` at seed 1",
-         lambda d: _apart_on_short(f"{F70L}/cape_ctc_s1", [f"{F70L}/none_ctc_s1"])
-         + ([] if run_attention(f"{F70L}/cape_ctc_s1", "ladder_test_alone")[2]
-            < run_attention(f"{F70L}/sinusoidal_ctc_s1", "ladder_test_alone")[1] else ["not below sinusoidal s1"])),
+    *_cape_between(1, "its CI overlapping that of `none` at seed 1 ({} %) and far below sinusoidal's at seed 1 ({} %)",
+                   "CI overlapping that of `none` at seed 1"),
     *_another_sample("frontend70_long", "none_ctc_s2", "**`none`, 70 ms front end, 3300 steps, seed 2** (2026-12-03)"),
     *_uniform(f"{F70L}/none_ctc_s2", _at_160_then_short("uniform as at seeds 0 and 1"), "uniform as at seeds 0 and 1"),
     Claim("arm 3 at 3x the steps, none s2: against seeds 0 and 1", "its CI overlapping those of seeds 0 and 1 ({} %, {} %)",
@@ -2506,13 +2513,8 @@ ATTENTION_NOTE_CLAIMS = [
             < run_attention(f"{F70L}/sinusoidal_ctc_s2", "ladder_test_alone")[1]]),
     *_another_sample("frontend70_long", "cape_ctc_s2", "**CAPE, 70 ms front end, 3300 steps, seed 2** (2026-12-04)"),
     *_uniform(f"{F70L}/cape_ctc_s2", _at_160_then_short("uniform at every seed"), "uniform at every seed"),
-    Claim("arm 3 at 3x the steps, CAPE s2: against none and sinusoidal s2",
-          "its CI\n  overlapping that of `none` at seed 2 ({} %) and far below sinusoidal's at seed 2 ({} %)",
-          lambda d: [100 * run_attention(f"{F70L}/{pe}_ctc_s2", "ladder_test_alone")[0] for pe in ("none", "sinusoidal")]),
-    Fact("arm 3 at 3x the steps, CAPE s2: like none s2, below sinusoidal s2", "overlapping that of `none` at seed 2",
-         lambda d: _apart_on_short(f"{F70L}/cape_ctc_s2", [f"{F70L}/none_ctc_s2"])
-         + ([] if run_attention(f"{F70L}/cape_ctc_s2", "ladder_test_alone")[2]
-            < run_attention(f"{F70L}/sinusoidal_ctc_s2", "ladder_test_alone")[1] else ["not below sinusoidal s2"])),
+    *_cape_between(2, "its CI\n  overlapping that of `none` at seed 2 ({} %) and far below sinusoidal's at seed 2 ({} %)",
+                   "overlapping that of `none` at seed 2"),
     Fact("arm 3 at 3x the steps: all three seeds complete, one story", "sinusoidal far the\nmost local at 2-3 s, all three "
          "near uniform at 160 s",
          lambda d: [f"{o}: not below sinusoidal at 2-3 s" for s in FOLDER_SEEDS[F70L]
