@@ -34,7 +34,9 @@ TEST_ROWS = {"source, plain": ("source_rope", ""), "source, window": ("source_ro
              "plain fine-tune": ("rope" + CHOSEN, ""), "PI, s = 32": ("rope_pi" + CHOSEN, ""),
              "YaRN, β 10": ("rope_yarn_b10" + CHOSEN, ""), "YaRN, β 32": ("rope_yarn_b32" + CHOSEN, ""),
              "continuation control, plain": ("rope_shortft" + CHOSEN, ""),
-             "continuation control, window": ("rope_shortft" + CHOSEN, "_window2p5")}
+             "continuation control, window": ("rope_shortft" + CHOSEN, "_window2p5"),
+             "yardstick": ("rope_yardstick160", "")}
+SEED_2_ROWS = [r for r in TEST_ROWS if r != "yardstick"]   # seed 2's yardstick is still training
 
 
 def grid_choice(method: str, window: str | None = None) -> dict:
@@ -164,7 +166,7 @@ FINETUNE160_CLAIMS += [
           "has the lowest CER at 160 s, {} %. It is {} points below the source decoded with its window ({} [{}, {}])",
           lambda d: [_cer(d, "plain fine-tune", "160"), -(p := _paired(d, "plain fine-tune", "source, window"))[0], *p]),
     Fact("seed 2: the plain fine-tune the lowest at 160 s, below the windowed source (paired)", "has the lowest CER at 160 s",
-         lambda d: [r for r in TEST_ROWS if r != "plain fine-tune" and not _cer(d, r, "160") > _cer(d, "plain fine-tune", "160")]
+         lambda d: [r for r in SEED_2_ROWS if r != "plain fine-tune" and not _cer(d, r, "160") > _cer(d, "plain fine-tune", "160")]
          + ([] if _paired(d, "plain fine-tune", "source, window")[2] < 0 else ["CI against the windowed source includes 0"])),
     Claim("seed 2: plain fine-tune against the windowed continuation control, and that control against the windowed source",
           "continuation control decoded with its window ({} [{}, {}]). That control had 300 more steps on the study's ≤ 5 s "
@@ -195,7 +197,23 @@ FINETUNE160_CLAIMS += [
     Claim(f"seed 3 on test: {row}", f"| {label} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] |", lambda d, row=row: _row(d, row, (3,)))
     for row, label in (("source, plain", "source, plain"), ("source, window", "source, window ±2.5 s"),
                        ("plain fine-tune", "plain fine-tune"), ("PI, s = 32", "PI, s = 32"),
-                       ("YaRN, β 10", "YaRN, β 10"), ("YaRN, β 32", "YaRN, β 32"))
+                       ("YaRN, β 10", "YaRN, β 10"), ("YaRN, β 32", "YaRN, β 32"),
+                       ("yardstick", "yardstick, from scratch at ≤ 160 s"))
+] + [
+    Claim("seed 3: the yardstick by length", "(in context {}× [{}, {}]; {} % at\n2-4 s, {} % at 160 s)",
+          lambda d: [*_row(d, "yardstick", (3,))[3:], _cer(d, "yardstick", "2-4", (3,)), _cer(d, "yardstick", "160", (3,))]),
+    Fact("seed 3: the yardstick better on long inputs than on short", "is better on long inputs than on short ones",
+         lambda d: ([] if _row(d, "yardstick", (3,))[5] < 1 else ["in-context CI reaches 1"])
+         + ([] if _cer(d, "yardstick", "160", (3,)) < _cer(d, "yardstick", "2-4", (3,)) else ["160 s not below 2-4 s"])),
+    Claim("seed 3: the yardstick against the fine-tunes at 160 s",
+          "by {} [{}, {}] points over the plain fine-tune and {} [{}, {}] over the windowed source, and it is below PI "
+          "({} [{}, {}])",
+          lambda d: [v for r in ("plain fine-tune", "source, window", "PI, s = 32")
+                     for v in _paired(d, "yardstick", r, seeds=(3,))]),
+    Fact("seed 3: the yardstick worse than every fine-tune but PI (paired)", "At 160 s it is worse than\nevery fine-tune but PI",
+         lambda d: [r for r in ("plain fine-tune", "YaRN, β 10", "YaRN, β 32", "source, window")
+                    if not _paired(d, "yardstick", r, seeds=(3,))[1] > 0]
+         + ([] if _paired(d, "yardstick", "PI, s = 32", seeds=(3,))[2] < 0 else ["not below PI"])),
 ] + [
     *_worse_at_seed_3("PI, s = 32", "PI is again worse than the plain fine-tune, by {} [{}, {}] at 160 s"),
     *_worse_at_seed_3("YaRN, β 10", "and so is YaRN β 10, by {} [{}, {}] (seed 2: {})"),
