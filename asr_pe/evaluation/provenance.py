@@ -51,6 +51,23 @@ def checkpoint_record(path: str | Path, **kwargs: Any) -> dict[str, Any]:
     return {"name": path.name, "global_step": checkpoint_step(path, **kwargs), "sha256": file_sha256(path)}
 
 
+def weights_sha256(path: str | Path) -> str:
+    """SHA-256 of a checkpoint's weights alone: each ``state_dict`` entry's name, dtype, shape and
+    bytes, in name order. The file's bytes (`file_sha256`) also hold the callbacks' state, which
+    names the run folder by absolute path, so the same weights trained in another folder are another
+    file; this digest is the same for them (a fine-tune's ``init_from`` records both)."""
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    state = state.get("state_dict", state)
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())   # (numel * itemsize,) raw bytes
+    return h.hexdigest()
+
+
 def read_meta(folder: str | Path) -> dict[str, Any] | None:
     """A result folder's ``buckets.meta.json``; None when it is missing, unreadable or no JSON object."""
     try:

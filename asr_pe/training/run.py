@@ -45,7 +45,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from asr_pe.evaluation.provenance import checkpoint_record, evaluated_checkpoint
+from asr_pe.evaluation.provenance import checkpoint_record, evaluated_checkpoint, weights_sha256
 from asr_pe.inference.device import machine_record
 from asr_pe.io import atomic_write_text
 from asr_pe.models.asr import build_asr_model, frontend_from_config, model_kwargs
@@ -306,8 +306,9 @@ def _trainer(cfg: DictConfig, run_dir: Path) -> L.Trainer:
 def _init_from_record(run_dir: Path, source: tuple[Path, Path] | None) -> dict:
     """run_info.json's ``init_from`` (the checkpoint a fine-tune started from): recorded at the
     first start, kept from the run's own run_info.json when it resumes; {} for a run from scratch."""
-    if source is not None:  # {"run", "name", "global_step", "sha256"}
-        return {"init_from": {"run": str(source[0]), **checkpoint_record(source[1])}}
+    if source is not None:  # {"run", "name", "global_step", "sha256", "weights_sha256"}
+        return {"init_from": {"run": str(source[0]), **checkpoint_record(source[1]),
+                              "weights_sha256": weights_sha256(source[1])}}
     previous = _recorded(run_dir, "init_from")
     return {"init_from": previous} if previous else {}
 

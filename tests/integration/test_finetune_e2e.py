@@ -17,7 +17,7 @@ import torch
 from asr_pe.inference.run_loading import load_run
 from asr_pe.models.positional.rope import RoPE
 from asr_pe.evaluation.pipeline import evaluate_run as evaluate_with
-from asr_pe.evaluation.provenance import file_sha256
+from asr_pe.evaluation.provenance import file_sha256, weights_sha256
 from asr_pe.training.data import resolve_manifests
 from asr_pe.training.train import train
 
@@ -85,6 +85,7 @@ def test_starts_from_the_checkpoint_weights_and_records_it(tiny_synth_root, sour
     best = source_run / "checkpoints" / "best.ckpt"
     info = json.loads((run / "run_info.json").read_text())
     assert info["init_from"] == {"run": str(source_run), "name": "best.ckpt", "sha256": file_sha256(best),
+                                 "weights_sha256": weights_sha256(best),
                                  "global_step": torch.load(best, weights_only=True)["global_step"]}
     assert info["init_from"]["global_step"] > 0
     assert info["remedy"] == "finetune+concat:8" and info["train_max_duration"] > 5.0

@@ -602,6 +602,47 @@ def test_the_source_check_compares_the_checkpoint_s_bytes_with_what_each_archive
     assert backlog.same_source(tmp_path / "no_table", source) == []
 
 
+def test_the_source_check_compares_weights_where_the_record_has_their_digest(tmp_path):
+    """A source trained again in another work folder is another file (its callbacks name the folder):
+    a record with ``weights_sha256`` passes it on the weights and fails other weights; a record with the
+    file's digest only fails it, and the message names the folder to train the source in."""
+    import lzma
+
+    import torch
+
+    from asr_pe.evaluation.provenance import file_sha256, weights_sha256
+
+    weights = {"w": torch.randn(5, 2)}
+
+    def source(folder, w):
+        run = tmp_path / folder / "source_rope_ctc_s3"
+        (run / "checkpoints").mkdir(parents=True)
+        torch.save({"state_dict": w, "callbacks": {"dirpath": str(run / "checkpoints")}}, run / "checkpoints" / "best.ckpt")
+        return run
+
+    first, again, other = source("lane4", weights), source("lane5", dict(weights)), source("lane6", {"w": torch.randn(5, 2)})
+    ckpt = first / "checkpoints" / "best.ckpt"
+    init = {"run": str(first), "name": "best.ckpt", "global_step": 1, "sha256": file_sha256(ckpt)}
+    dest = tmp_path / "dest"
+    dest.mkdir()
+
+    def archive(record):
+        with lzma.open(dest / "results.jsonl.xz", "wt") as f:
+            f.write(json.dumps({"run": "ft_s3", "path": "run_info.json", "kind": "json", "data": {"init_from": record}}) + "\n")
+
+    archive(dict(init, weights_sha256=weights_sha256(ckpt)))
+    assert backlog.same_source(dest, first) == [] and backlog.same_source(dest, again) == []
+    assert backlog.same_source(dest, other) == [
+        f"ft_s3 started from source_rope_ctc_s3/checkpoints/best.ckpt weights_sha256 {weights_sha256(ckpt)[:12]}, "
+        f"{other}/checkpoints/best.ckpt is {weights_sha256(other / 'checkpoints' / 'best.ckpt')[:12]}"]
+    archive(init)   # an older record: the file's digest only
+    assert backlog.same_source(dest, first) == []
+    [line] = backlog.same_source(dest, again)
+    assert line.startswith("ft_s3 started from source_rope_ctc_s3/checkpoints/best.ckpt sha256 ")
+    assert line.endswith(f"(this record has the file's digest only, and the file names its run folder: train the "
+                         f"source in {first})")
+
+
 def test_stage_7_refuses_a_seed_it_does_not_have(tmp_path):
     proc, calls, _, _ = _lane(tmp_path, with_code=True, stages=("7", "7"), extra=("--ft_seeds", "2,5"))
     assert proc.returncode == 2 and "error: --ft_seeds: stage 7 has seeds 2, 3, 4, not 5" in proc.stdout

@@ -217,13 +217,17 @@ def same_source(dest: Path, source: Path) -> list[str]:
     ``init_from.run``) started from other weights than ``source``'s checkpoint now: their
     ``init_from.sha256`` against the digest of the same checkpoint file. A source trained again in a
     later session must be the same bytes, or that seed's grid would compare fine-tunes of two models
-    (stage 7 trains a source again where no checkpoint outlived a session)."""
-    from asr_pe.evaluation.provenance import file_sha256
+    (stage 7 trains a source again where no checkpoint outlived a session).
+
+    A record with ``weights_sha256`` is compared by the weights alone. An older record has only the
+    file's digest, and the file names its run folder by absolute path: the same weights trained in
+    another folder differ there, so the message says which folder to train the source in."""
+    from asr_pe.evaluation.provenance import file_sha256, weights_sha256
     from asr_pe.results_table import read_table, table_of
 
     if not (dest / "results.jsonl.xz").is_file():
         return []
-    digests: dict[str, str] = {}
+    digests: dict[tuple[str, str], str] = {}
     bad = []
     for run, rows in sorted(read_table(table_of(dest)).items()):
         info = next((r["data"] for r in rows if r["path"] == "run_info.json"), {})
@@ -231,11 +235,17 @@ def same_source(dest: Path, source: Path) -> list[str]:
         if Path(str(init.get("run", ""))).name != source.name:
             continue
         ckpt = source / "checkpoints" / init["name"]
-        if init["name"] not in digests:
-            digests[init["name"]] = file_sha256(ckpt) if ckpt.is_file() else "missing"
-        if digests[init["name"]] != init["sha256"]:
-            bad.append(f"{run} started from {source.name}/checkpoints/{init['name']} sha256 {init['sha256'][:12]}, "
-                       f"{ckpt} is {digests[init['name']][:12]}")
+        key = "weights_sha256" if init.get("weights_sha256") else "sha256"
+        if (init["name"], key) not in digests:
+            digest = weights_sha256 if key == "weights_sha256" else file_sha256
+            digests[init["name"], key] = digest(ckpt) if ckpt.is_file() else "missing"
+        now = digests[init["name"], key]
+        if now != init[key]:
+            where = (f" (this record has the file's digest only, and the file names its run folder: train the "
+                     f"source in {init['run']})" if key == "sha256" and now != "missing"
+                     and Path(init["run"]) != source else "")
+            bad.append(f"{run} started from {source.name}/checkpoints/{init['name']} {key} {init[key][:12]}, "
+                       f"{ckpt} is {now[:12]}{where}")
     return bad
 
 
