@@ -228,4 +228,37 @@ FINETUNE160_CLAIMS += [
          + ([] if (p := _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(3,)))[1] < 0 < p[2]
             else ["cost apart from 0"])),
 ]
+
+
+def _source_retrained() -> dict:
+    """The seed-3 source trained again on 2026-12-04 against the archived one (reports/source_retrained.jsonl)."""
+    import json
+    return json.loads((STUDY / "finetune160" / "reports" / "source_retrained.jsonl").read_text().splitlines()[0])
+
+
+FINETUNE160_CLAIMS += [
+    Claim("seed 3's source trained again: another model", "its test hypotheses differ from the archived source's in {} "
+          "of {} ({} char\nerrors against {})",
+          lambda d: [(r := _source_retrained())["test"]["differing"], r["test"]["utterances"], *r["test"]["char_errors"]]),
+    Fact("seed 3's source trained again: not the archived bytes, one weights digest in two files",
+         "it gave the same weights\n(one weights digest) in two different files",
+         lambda d: [] if ((b := _source_retrained()["best_ckpt"])["sha256"] != b["sha256_archived_fine_tunes_name"]
+                          and b["weights_sha256"] == b["another_work_folder"]["weights_sha256"]
+                          and b["sha256"] != b["another_work_folder"]["sha256"]
+                          and b["sha256_archived_fine_tunes_name"] in {v for v in _seed_3_digests()}
+                          and not _source_retrained()["reproduced"]) else [str(b)]),
+    Fact("seed 3's source: the machines", "trained again on an AMD EPYC guest (1 thread; the archived runs: an Intel Xeon)",
+         lambda d: [] if "EPYC" in (r := _source_retrained())["retrained_on"]["cpu"]
+         and all("Xeon" in m["cpu"] for m in r["archived_on"]) else [str(r)]),
+]
+
+
+def _seed_3_digests() -> set[str]:
+    """The sha256 of the source checkpoint each archived seed-3 fine-tune names."""
+    from asr_pe.results_table import read_table, table_of
+
+    return {(next(r["data"] for r in rows if r["path"] == "run_info.json").get("init_from") or {}).get("sha256")
+            for run, rows in read_table(table_of(STUDY / "finetune160")).items() if run.endswith("_ft160_lr1e-3_st300_ctc_s3")}
+
+
 FINETUNE160_DOCUMENTS = {README: FINETUNE160_CLAIMS}

@@ -221,7 +221,8 @@ def same_source(dest: Path, source: Path) -> list[str]:
 
     A record with ``weights_sha256`` is compared by the weights alone. An older record has only the
     file's digest, and the file names its run folder by absolute path: the same weights trained in
-    another folder differ there, so the message says which folder to train the source in."""
+    another folder differ there, so the message says which folder to train the source in. Either digest
+    differs for a source trained on another CPU vendor (seed 3's, 2026-12-04: Xeon, then EPYC)."""
     from asr_pe.evaluation.provenance import file_sha256, weights_sha256
     from asr_pe.results_table import read_table, table_of
 
@@ -244,6 +245,7 @@ def same_source(dest: Path, source: Path) -> list[str]:
             where = (f" (this record has the file's digest only, and the file names its run folder: train the "
                      f"source in {init['run']})" if key == "sha256" and now != "missing"
                      and Path(init["run"]) != source else "")
+            where += " (training is deterministic on one machine type, not across CPU vendors)" if now != "missing" else ""
             bad.append(f"{run} started from {source.name}/checkpoints/{init['name']} {key} {init[key][:12]}, "
                        f"{ckpt} is {now[:12]}{where}")
     return bad
