@@ -106,14 +106,14 @@ def _worse_at_seed_3(row: str, sentence: str) -> list:
                  lambda d: [] if _paired(d, row, "plain fine-tune", seeds=(3,))[1] > 0 else ["CI includes 0"])]
 
 
-def _source_digests() -> dict[str, str]:
-    """Each archived fine-tune of seed 2's source -> the sha256 of the checkpoint it started from."""
+def _source_digests(seed: int = 2) -> dict[str, str]:
+    """Each archived fine-tune of ``seed``'s source -> the sha256 of the checkpoint it started from."""
     from asr_pe.results_table import read_table, table_of
 
     out = {}
     for run, rows in read_table(table_of(STUDY / "finetune160")).items():
         init = next(r["data"] for r in rows if r["path"] == "run_info.json").get("init_from") or {}
-        if str(init.get("run", "")).endswith("/source_rope_ctc_s2"):
+        if str(init.get("run", "")).endswith(f"/source_rope_ctc_s{seed}"):
             out[run] = init["sha256"]
     return out
 
@@ -245,20 +245,12 @@ FINETUNE160_CLAIMS += [
          lambda d: [] if ((b := _source_retrained()["best_ckpt"])["sha256"] != b["sha256_archived_fine_tunes_name"]
                           and b["weights_sha256"] == b["another_work_folder"]["weights_sha256"]
                           and b["sha256"] != b["another_work_folder"]["sha256"]
-                          and b["sha256_archived_fine_tunes_name"] in {v for v in _seed_3_digests()}
+                          and set(_source_digests(3).values()) == {b["sha256_archived_fine_tunes_name"]}
                           and not _source_retrained()["reproduced"]) else [str(b)]),
     Fact("seed 3's source: the machines", "trained again on an AMD EPYC guest (1 thread; the archived runs: an Intel Xeon)",
          lambda d: [] if "EPYC" in (r := _source_retrained())["retrained_on"]["cpu"]
          and all("Xeon" in m["cpu"] for m in r["archived_on"]) else [str(r)]),
 ]
-
-
-def _seed_3_digests() -> set[str]:
-    """The sha256 of the source checkpoint each archived seed-3 fine-tune names."""
-    from asr_pe.results_table import read_table, table_of
-
-    return {(next(r["data"] for r in rows if r["path"] == "run_info.json").get("init_from") or {}).get("sha256")
-            for run, rows in read_table(table_of(STUDY / "finetune160")).items() if run.endswith("_ft160_lr1e-3_st300_ctc_s3")}
 
 
 FINETUNE160_DOCUMENTS = {README: FINETUNE160_CLAIMS}
