@@ -117,3 +117,36 @@ def test_plain_pi_yarn_fine_tune_and_keep_the_rescaling_in_evaluation(tiny_synth
                             corpus_manifests=resolve_manifests)
     assert list(results) == ["test"]
     assert len((run / "eval" / "test" / "per_utt.jsonl").read_text().splitlines()) == 6
+
+
+def test_a_fine_tune_of_the_exported_weights_is_the_fine_tune_of_the_source_run(tiny_synth_root, source_run, tmp_path):
+    """Stage 7 archives each source's weights alone (recipes/synth/study/backlog.py export-source) and a
+    later session fine-tunes a copy of that folder: the same fine-tune to the bit as from the run itself,
+    the same weights digest recorded, and the copy decodes as the run does."""
+    import importlib.util
+    import shutil
+    import sys
+
+    name = "asr_pe_synth_backlog"
+    if name not in sys.modules:     # loaded by path: recipes/ is no package
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "recipes/synth/study/backlog.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    export = tmp_path / "sources" / source_run.name
+    export.parent.mkdir()
+    sys.modules[name].export_source(source_run, export)
+    copy = tmp_path / "work" / source_run.name
+    shutil.copytree(export, copy)
+    steps = ("optim.lr=3e-3", "trainer.max_steps=4")
+    a = _finetune(tiny_synth_root, tmp_path / "from_run", source_run, "rope", *steps)
+    b = _finetune(tiny_synth_root, tmp_path / "from_copy", copy, "rope", *steps)
+    wa, wb = _model_state(a / "checkpoints" / "last.ckpt"), _model_state(b / "checkpoints" / "last.ckpt")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    ia, ib = (json.loads((r / "run_info.json").read_text())["init_from"] for r in (a, b))
+    assert ia["weights_sha256"] == ib["weights_sha256"] and ia["global_step"] == ib["global_step"] > 0
+    assert ia["sha256"] != ib["sha256"]   # the file itself is another: no optimiser, no callbacks
+    hyps = {}
+    for run in (source_run, copy):
+        evaluate_with(run, {"eval": {"n_boot": 10}, "data": {"test": "test"}}, corpus_manifests=resolve_manifests)
+        hyps[run] = [json.loads(line)["hyp"] for line in (run / "eval" / "test" / "per_utt.jsonl").read_text().splitlines()]
+    assert len(hyps[copy]) == 6 and hyps[copy] == hyps[source_run]

@@ -148,6 +148,7 @@ case "$1" in
       reproduce) echo "$3" >> "$7"; echo '{"run": "x", "reproduced": false}' ;;
       attention-summary) echo "$(basename "$3"): local share alone 80.0 %" ;;
       same-source) [ -n "${FAKE_SAME_SOURCE_FAILS:-}" ] && { echo "error: not the source" >&2; exit 1; } ;;
+      export-source) mkdir -p "$4/checkpoints" && cp "$3/checkpoints/best.ckpt" "$4/checkpoints/" && echo '{}' > "$4/source.json" ;;
       choose)  # the first candidate, as the real one would for equal CERs
         out=""; prev=""; for a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done
         printf '{"chosen": "%s"}\n' "$4" > "$out"; echo "$4" ;;
@@ -537,17 +538,30 @@ def test_stage_7_chooses_on_seed_2_s_dev_rungs_and_trains_the_choice_at_seeds_3_
         f"choice_{m}_s2.json" for m in ("source", "rope", "rope_pi", "rope_yarn_b10", "rope_yarn_b32", "rope_shortft"))
     log = subprocess_log(repo)
     # each run archived and committed when done: seed 2's 20 grid runs and its source with their dev sets,
-    # then each seed's source, 5 chosen fine-tunes and yardstick with their test sets
-    assert len(log) == 1 + 21 + 3 * 7 and log[-1] == "start"
-    assert log[-2] == ("issue 48 point 4: finetune160, rope_ft160_lr3e-4_st100_ctc_s2 trained, on the dev ladder's "
+    # then each seed's source, 5 chosen fine-tunes and yardstick with their test sets; each source's
+    # weights once trained, before any fine-tune of it
+    assert len(log) == 1 + 21 + 3 * 7 + 3 and log[-1] == "start"
+    weights = [i for i, m in enumerate(log) if "'s weights archived" in m]
+    assert [log[i] for i in weights] == [f"issue 48 point 4: finetune160, source_rope_ctc_s{s}'s weights archived "
+                                         f"(sources/source_rope_ctc_s{s}: a later session fine-tunes them)" for s in (4, 3, 2)]
+    assert weights[2] == len(log) - 2 and log[weights[1] - 1] == (
+        "issue 48 point 4: finetune160, source_rope_ctc_s3 on test and the long-form set (plain and window:2.5)")
+    assert log[-3] == ("issue 48 point 4: finetune160, rope_ft160_lr3e-4_st100_ctc_s2 trained, on the dev ladder's "
                        "160 s rungs")
     assert log[0] == "issue 48 point 4: finetune160, rope_yardstick160_ctc_s4 on test and the long-form set"
-    assert log[-23] == ("issue 48 point 4: finetune160, source_rope_ctc_s2 on test and the long-form set "
+    assert log[-24] == ("issue 48 point 4: finetune160, source_rope_ctc_s2 on test and the long-form set "
                         "(plain and window:2.5)")
+    assert [c for c in calls if " export-source " in c] == [
+        f"recipes/synth/study/backlog.py export-source {runs}/source_rope_ctc_s{s} "
+        f"{repo}/recipes/synth/study/finetune160/sources/source_rope_ctc_s{s}" for s in (2, 3, 4)]
     import subprocess
     tracked = subprocess.run(["git", "-C", str(repo), "ls-files", "recipes/synth/study/finetune160/reports"],
                              capture_output=True, text=True, check=True).stdout.split()
     assert sorted(tracked) == sorted(f"recipes/synth/study/finetune160/reports/{p.name}" for p in reports.iterdir())
+    tracked = subprocess.run(["git", "-C", str(repo), "ls-files", "recipes/synth/study/finetune160/sources"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert tracked == [f"recipes/synth/study/finetune160/sources/source_rope_ctc_s{s}/{f}"
+                       for s in (2, 3, 4) for f in ("checkpoints/best.ckpt", "source.json")]
 
 
 def test_stage_7_stops_when_a_source_trained_again_is_not_the_one_its_archived_fine_tunes_started_from(tmp_path):
@@ -644,6 +658,95 @@ def test_the_source_check_compares_weights_where_the_record_has_their_digest(tmp
                          f"source in {first}) (training is deterministic on one machine type, not across CPU vendors)")
 
 
+def _finish(lane, log_dir: Path) -> tuple[int, str, list[str]]:
+    out, _ = lane.communicate(timeout=300)
+    calls = (log_dir / "calls.log").read_text().splitlines() if (log_dir / "calls.log").exists() else []
+    return lane.returncode, out, calls
+
+
+def test_stage_7_fine_tunes_a_source_s_archived_weights_in_a_later_session_and_never_trains_it_again(tmp_path):
+    """The first session trains seed 2's source and archives its weights (sources/); a later one, in
+    another work folder, copies those and fine-tunes them: no training of the source, no second export,
+    the same-source check on the copy; run again, the copy is not trained either (resume=auto would
+    train a folder without last.ckpt afresh). ``--ft_models`` keeps the lane to one method's models."""
+    repo = _checkout(tmp_path / "repo", with_code=True)
+    (tmp_path / "first").mkdir()
+    code, out, _ = _finish(_start_lane(tmp_path / "first", repo, tmp_path / "work1", stages=("7", "7"),
+                                       extra=("--ft_seeds", "2", "--ft_parts", "controls")), tmp_path / "first")
+    assert code == 0, out
+    archived = repo / "recipes/synth/study/finetune160/sources/source_rope_ctc_s2"
+    assert (archived / "source.json").is_file()
+    runs2 = f"{tmp_path}/work2/runs/finetune160"
+    for again in ("second", "third"):
+        (tmp_path / again).mkdir()
+        code, out, calls = _finish(_start_lane(tmp_path / again, repo, tmp_path / "work2", stages=("7", "7"),
+                                               extra=("--ft_seeds", "2", "--ft_parts", "controls", "--ft_models", "rope_pi")),
+                                   tmp_path / again)
+        assert code == 0, out
+        assert ("finetune160/source_rope_ctc_s2: the weights archived in "
+                "recipes/synth/study/finetune160/sources/source_rope_ctc_s2") in out if again == "second" else True
+        train = [c for c in calls if c.startswith("train.py")]
+        grid = [f"rope_pi_ft160_lr{lr}_st{st}_ctc_s2" for lr in ("3e-4", "1e-3") for st in ("100", "300")]
+        assert [next(a.rsplit("/", 1)[1] for a in c.split() if a.startswith("run_dir=")) for c in train] == grid + grid[:1]
+        assert all(f"init_from={runs2}/source_rope_ctc_s2 " in c for c in train)
+        assert [c for c in calls if " same-source " in c] == [
+            f"recipes/synth/study/backlog.py same-source {repo}/recipes/synth/study/finetune160 {runs2}/source_rope_ctc_s2"]
+        assert not [c for c in calls if " export-source " in c]
+        # the source's own dev and test decodings are another model's of this lane's: not this lane's
+        assert not [c for c in calls if c.startswith("evaluate.py") and "rope_pi" not in c]
+        assert (Path(runs2) / "source_rope_ctc_s2" / "source.json").is_file()
+
+
+def test_the_source_s_weights_exported_are_the_checkpoint_s_alone_and_its_digest(tmp_path):
+    """export-source: best.ckpt keeps the state_dict (every entry: the same weights digest) and the step,
+    not the optimiser or the callbacks; the files a fine-tune reads come along; source.json says where
+    from; an existing folder or a run without its files is an error, and nothing is left half-written."""
+    import os
+
+    import pytest
+    import torch
+
+    from asr_pe.evaluation.provenance import file_sha256, weights_sha256
+
+    run = tmp_path / "runs" / "source_rope_ctc_s4"
+    (run / "checkpoints").mkdir(parents=True)
+    state = {"model.w": torch.randn(4, 3), "skipped_batches": torch.tensor(0)}
+    torch.save({"state_dict": state, "global_step": 1015, "epoch": 7, "optimizer_states": [{"m": torch.randn(4, 3)}],
+                "callbacks": {"dirpath": str(run)}}, run / "checkpoints" / "best.ckpt")
+    for name in backlog.SOURCE_FILES:
+        (run / name).write_text(f"{name}\n")
+    out = tmp_path / "sources" / run.name
+    out.parent.mkdir()
+    record = backlog.export_source(run, out)
+    ckpt = run / "checkpoints" / "best.ckpt"
+    kept = torch.load(out / "checkpoints" / "best.ckpt", weights_only=True)
+    assert sorted(kept) == ["epoch", "global_step", "state_dict"] and kept["global_step"] == 1015
+    assert weights_sha256(out / "checkpoints" / "best.ckpt") == weights_sha256(ckpt) == record["weights_sha256"]
+    assert record["from"] == {"run": str(run), "name": "best.ckpt", "global_step": 1015, "sha256": file_sha256(ckpt)}
+    assert json.loads((out / "source.json").read_text()) == record and record["machine"]["cpu"]
+    for name in backlog.SOURCE_FILES:
+        assert (out / name).read_text() == f"{name}\n"
+    assert os.stat(out).st_mode & 0o777 == 0o755
+    with pytest.raises(SystemExit, match="exists"):
+        backlog.export_source(run, out)
+    (run / "cmvn.json").unlink()
+    with pytest.raises(SystemExit, match=f"{run} lacks cmvn.json"):
+        backlog.export_source(run, tmp_path / "sources" / "other")
+    assert sorted(p.name for p in out.parent.iterdir()) == [run.name]   # no temporary folder left
+    # the check of a source against its archived weights, before any fine-tune of it is archived
+    dest = tmp_path / "dest"
+    (dest / "sources").mkdir(parents=True)
+    shutil.copytree(out, dest / "sources" / run.name)
+    assert backlog.same_source(dest, run) == []
+    torch.save({"state_dict": {**state, "model.w": state["model.w"] + 1e-6}}, ckpt)
+    assert backlog.same_source(dest, run) == [
+        f"sources/{run.name} archives weights_sha256 {record['weights_sha256'][:12]}, {ckpt} is "
+        f"{weights_sha256(ckpt)[:12]} (training is deterministic on one machine type, not across CPU vendors)"]
+    ckpt.unlink()
+    assert backlog.same_source(dest, run) == [
+        f"sources/{run.name} archives weights_sha256 {record['weights_sha256'][:12]}, {ckpt} is missing"]
+
+
 def test_stage_7_refuses_a_seed_it_does_not_have(tmp_path):
     proc, calls, _, _ = _lane(tmp_path, with_code=True, stages=("7", "7"), extra=("--ft_seeds", "2,5"))
     assert proc.returncode == 2 and "error: --ft_seeds: stage 7 has seeds 2, 3, 4, not 5" in proc.stdout
@@ -667,9 +770,13 @@ def test_stage_7_shared_by_two_lanes_one_part_each(tmp_path):
     assert proc.returncode == 1 and proc.stdout.count("stage 7: no choice for rope_pi in") == 2
     assert not [c for c in calls if c.startswith("train.py")]
     assert subprocess_log(repo) == ["start"]
-    for bad, why in (("transfer", "no part transfer (controls, yardstick)"), ("", "none given (controls, yardstick)")):
-        proc, calls, _, _ = _lane(tmp_path / f"bad{bad}", with_code=True, stages=("7", "7"), extra=("--ft_parts", bad))
-        assert proc.returncode == 2 and f"error: --ft_parts: {why}" in proc.stdout, proc.stdout
+    for opt, bad, why in (("--ft_parts", "transfer", "no part transfer (controls, yardstick)"),
+                          ("--ft_parts", "", "none given (controls, yardstick)"),
+                          ("--ft_models", "rope,alibi", "no model alibi (source, rope, rope_pi, rope_yarn_b10, "
+                                                        "rope_yarn_b32, rope_shortft)"),
+                          ("--ft_models", "", "none given")):
+        proc, calls, _, _ = _lane(tmp_path / f"bad{opt}{bad}", with_code=True, stages=("7", "7"), extra=(opt, bad))
+        assert proc.returncode == 2 and f"error: {opt}: {why}" in proc.stdout, proc.stdout
         assert not [c for c in calls if c.startswith(("train.py", "evaluate.py"))]
 
 

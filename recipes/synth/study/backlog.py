@@ -9,6 +9,7 @@ choice among archived runs (stage 7's fine-tune settings).
     python recipes/synth/study/backlog.py archived DEST RUN [--table-only] [--with-set SET]  # exit 0 when DEST holds RUN's archive
     python recipes/synth/study/backlog.py choose DEST CAND... --sets SET... --out FILE  # the dev choice among archived runs
     python recipes/synth/study/backlog.py same-source DEST SOURCE  # exit 0 when DEST's fine-tunes of SOURCE used its bytes
+    python recipes/synth/study/backlog.py export-source RUN OUT  # OUT/: RUN's weights alone, a run folder to fine-tune from
     python recipes/synth/study/backlog.py summary DEST RUN       # one line: the choice and test CERs
     python recipes/synth/study/backlog.py attention-summary RUN  # one line: the local share per set
 
@@ -222,14 +223,24 @@ def same_source(dest: Path, source: Path) -> list[str]:
     A record with ``weights_sha256`` is compared by the weights alone. An older record has only the
     file's digest, and the file names its run folder by absolute path: the same weights trained in
     another folder differ there, so the message says which folder to train the source in. Either digest
-    differs for a source trained on another CPU vendor (seed 3's, 2026-12-04: Xeon, then EPYC)."""
+    differs for a source trained on another CPU vendor (seed 3's, 2026-12-04: Xeon, then EPYC).
+    Where ``dest`` archives the source's weights (``sources/<source>/``, `export_source`), those are
+    compared too, so a source trained again before any fine-tune of it is archived is checked as well."""
     from asr_pe.evaluation.provenance import file_sha256, weights_sha256
     from asr_pe.results_table import read_table, table_of
 
-    if not (dest / "results.jsonl.xz").is_file():
-        return []
     digests: dict[tuple[str, str], str] = {}
     bad = []
+    exported = dest / "sources" / source.name / SOURCE_RECORD
+    if exported.is_file():   # the archived weights themselves (`export_source`), fine-tuned or not yet
+        want = json.loads(exported.read_text())["weights_sha256"]
+        ckpt = source / "checkpoints" / "best.ckpt"
+        now = digests["best.ckpt", "weights_sha256"] = weights_sha256(ckpt) if ckpt.is_file() else "missing"
+        if now != want:
+            bad.append(f"{exported.parent.relative_to(dest)} archives weights_sha256 {want[:12]}, {ckpt} is {now[:12]}"
+                       + (" (training is deterministic on one machine type, not across CPU vendors)" if now != "missing" else ""))
+    if not (dest / "results.jsonl.xz").is_file():
+        return bad
     for run, rows in sorted(read_table(table_of(dest)).items()):
         info = next((r["data"] for r in rows if r["path"] == "run_info.json"), {})
         init = info.get("init_from") or {}
@@ -249,6 +260,51 @@ def same_source(dest: Path, source: Path) -> list[str]:
             bad.append(f"{run} started from {source.name}/checkpoints/{init['name']} {key} {init[key][:12]}, "
                        f"{ckpt} is {now[:12]}{where}")
     return bad
+
+
+SOURCE_FILES = ("config.yaml", "tokenizer.json", "cmvn.json", "run_info.json")   # what a fine-tune reads beside the weights
+SOURCE_RECORD = "source.json"
+
+
+def export_source(run: Path, out: Path) -> dict:
+    """``out``: a run folder holding ``run``'s weights alone, for fine-tunes in later sessions.
+
+    ``checkpoints/best.ckpt`` keeps the checkpoint's ``state_dict`` (every entry, so `weights_sha256`
+    is the original's), ``global_step`` and ``epoch``, without the optimiser and callback state (7 MB
+    of 22); beside it the files a fine-tune (``init_from``) and an evaluation read (`SOURCE_FILES`), and
+    `SOURCE_RECORD`: the checkpoint it came from (run, name, step, file digest), the weights' digest and
+    the machine. A source trained again gives the same weights only on the machine type it was first
+    trained on (seed 3, 2026-12-04: Xeon, then EPYC), so stage 7 archives each source so and a later
+    session fine-tunes from these weights. Written beside ``out`` and renamed into place; an ``out``
+    that exists is an error."""
+    import torch
+
+    from asr_pe.evaluation.provenance import checkpoint_record, weights_sha256
+
+    ckpt = run / "checkpoints" / "best.ckpt"
+    if out.exists():
+        raise SystemExit(f"error: export-source: {out} exists; it holds an exported source already")
+    missing = [name for name in SOURCE_FILES if not (run / name).is_file()] + ([] if ckpt.is_file() else ["checkpoints/best.ckpt"])
+    if missing:
+        raise SystemExit(f"error: export-source: {run} lacks {', '.join(missing)}")
+    full = torch.load(ckpt, map_location="cpu", weights_only=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        (tmp / "checkpoints").mkdir()
+        torch.save({k: full[k] for k in ("state_dict", "global_step", "epoch", "pytorch-lightning_version") if k in full},
+                   tmp / "checkpoints" / "best.ckpt")
+        for name in SOURCE_FILES:
+            shutil.copyfile(run / name, tmp / name)
+        record = {"from": {"run": str(run), **checkpoint_record(ckpt)}, "weights_sha256": weights_sha256(ckpt),
+                  "machine": _machine()}
+        kept = weights_sha256(tmp / "checkpoints" / "best.ckpt")
+        assert kept == record["weights_sha256"], f"export-source: the exported weights of {ckpt} differ ({kept[:12]})"
+        (tmp / SOURCE_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        tmp.chmod(0o755)   # mkdtemp made it private
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return record
 
 
 def attention_summary(run: Path) -> str:
@@ -302,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("same-source")
     a.add_argument("dest", type=Path)
     a.add_argument("source", type=Path, help="the source run folder (e.g. <work>/runs/finetune160/source_rope_ctc_s2)")
+    a = sub.add_parser("export-source")
+    a.add_argument("run", type=Path, help="the trained source run folder")
+    a.add_argument("out", type=Path, help="the folder to write (<dest>/sources/<run>)")
     a = sub.add_parser("attention-summary")
     a.add_argument("run", type=Path)
     a = sub.add_parser("summary")
@@ -339,6 +398,12 @@ def main(argv: list[str] | None = None) -> int:
         for line in bad:
             print(f"error: {line}", file=sys.stderr)
         return 1 if bad else 0
+    if args.cmd == "export-source":
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        r = export_source(args.run, args.out)
+        print(f"{args.out}: weights_sha256 {r['weights_sha256'][:12]} of {r['from']['run']}/checkpoints/{r['from']['name']} "
+              f"(step {r['from']['global_step']})")
+        return 0
     if args.cmd == "attention-summary":
         print(attention_summary(args.run))
         return 0

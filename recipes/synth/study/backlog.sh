@@ -45,10 +45,12 @@
 #            chose. Every chosen model (and the yardstick) is decoded on test and the long-form set
 #            (the in-context ratio). Each run is archived and committed when done (a grid run with its
 #            dev sets, again with its test sets once chosen); the choices as reports/choice_<method>_s2.json.
-#            No checkpoint outlives a session: a later session trains a source again (deterministic on
-#            one machine type and commit) where a fine-tune of it is still to run; the lane stops when
-#            that source's checkpoint is not the one the archived fine-tunes of it name (run_info's
-#            init_from.sha256; backlog.py same-source).
+#            Each source's weights are archived once trained (sources/<run>/, 7 MB: backlog.py
+#            export-source), and a later session fine-tunes those instead of training the source again,
+#            which gives the same weights only on the machine type it was trained on (seed 3, 2026-12-04).
+#            Seeds 2 and 3 predate that: their sources are trained again, and the lane stops when a source
+#            is not the one the archived fine-tunes of it name (run_info's init_from.weights_sha256, or
+#            .sha256 in older records) or the one archived (backlog.py same-source).
 #   Stages 3-4 and 6 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
 #   worktree of such a commit, one commit for all the runs of a stage.
 #   Training since da33d49 (2026-11-27: SpecAugment's masks from a seed per item, the steps' random
@@ -79,7 +81,7 @@
 # Usage: recipes/synth/study/backlog.sh [--stage 0] [--stop_stage 7] [--work_dir DIR] [--commit_repo DIR]
 #                                      [--threads 1] [--nice 10] [--arms frontend70,conformer,frontend70_long]
 #                                      [--pes none,sinusoidal,rope,relative,cape] [--seeds 1] [--ft_seeds 2,3,4]
-#                                      [--ft_parts controls,yardstick]
+#                                      [--ft_parts controls,yardstick] [--ft_models source,rope,rope_pi,...]
 #   --work_dir     run folders, logs and staged archives (not in git; default ~/asr_pe_backlog)
 #   --arms         stage 5's arms, in this order (two lanes can share the stage: one arm each)
 #   --seeds        stage 5's seeds, in this order (default: each arm's own; two lanes can share an arm: one
@@ -87,6 +89,9 @@
 #   --ft_seeds     stage 7's seeds, in this order (2 first: it makes the dev choices the others use)
 #   --ft_parts     stage 7's parts: the source and its fine-tunes (controls), the yardstick trained from
 #                  scratch (yardstick), or both; two lanes can share a seed, one part each
+#   --ft_models    the controls' models this lane trains and decodes (default all: source, rope, rope_pi,
+#                  rope_yarn_b10, rope_yarn_b32, rope_shortft); two lanes can share a seed's fine-tunes,
+#                  one set of models each (each fine-tunes the source's archived weights, sources/)
 #   --pes          stage 4's PEs, in this order (two lanes can share the stage: one set of PEs each;
 #                  lanes take turns to archive, each on top of what the others committed)
 #   --commit_repo  the git checkout the archives are copied to and committed in (default: this one)
@@ -107,6 +112,7 @@ transducer_pes=none,sinusoidal,rope,relative,cape
 arm_seeds=""
 ft_seeds="2 3 4"
 ft_parts=controls,yardstick
+ft_models=source,rope,rope_pi,rope_yarn_b10,rope_yarn_b32,rope_shortft
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=$2; shift 2 ;;
@@ -120,6 +126,7 @@ while [ $# -gt 0 ]; do
     --seeds) arm_seeds=${2//,/ }; shift 2 ;;
     --ft_seeds|--ft-seeds) ft_seeds=${2//,/ }; shift 2 ;;
     --ft_parts|--ft-parts) ft_parts=$2; shift 2 ;;
+    --ft_models|--ft-models) ft_models=$2; shift 2 ;;
     -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "error: unknown option $1; see $0 --help" >&2; exit 2 ;;
   esac
@@ -168,6 +175,13 @@ IFS=, read -r -a ft_part_list <<< "$ft_parts"
 [ "${#ft_part_list[@]}" -gt 0 ] || { log "error: --ft_parts: none given (controls, yardstick)"; exit 2; }
 for part in "${ft_part_list[@]}"; do
   case "$part" in controls|yardstick) ;; *) log "error: --ft_parts: no part $part (controls, yardstick)"; exit 2 ;; esac
+done
+IFS=, read -r -a ft_model_list <<< "$ft_models"
+[ "${#ft_model_list[@]}" -gt 0 ] || { log "error: --ft_models: none given"; exit 2; }
+for model in "${ft_model_list[@]}"; do
+  case "$model" in source|rope|rope_pi|rope_yarn_b10|rope_yarn_b32|rope_shortft) ;;
+    *) log "error: --ft_models: no model $model (source, rope, rope_pi, rope_yarn_b10, rope_yarn_b32, rope_shortft)"; exit 2 ;;
+  esac
 done
 log "backlog: code $repo ($(git -C "$repo" rev-parse --short HEAD)), commits to $commit_repo, work in $work_dir"
 log "  python $PYTHON: $("$PYTHON" -c 'import asr_pe; print(asr_pe.__file__)')"
@@ -518,6 +532,7 @@ ft_method() {  # method -> the fine-tune's Hydra overrides
   esac
 }
 ft_part() { [[ ",$ft_parts," == *",$1,"* ]]; }   # is this part of stage 7 this lane's?
+ft_mine() { [[ ",$ft_models," == *",$1,"* ]]; }   # is this model of the controls this lane's?
 ft_windowed() { [ "$1" = rope_shortft ]; }   # decoded with the window (so is the source), chosen on dev
 ft_rundir() { echo "$work_dir/runs/finetune160/$1"; }
 ft_cand() { echo "${1}_ft160_lr${2}_st${3}_ctc_s${4}"; }   # method lr steps seed -> run name
@@ -528,18 +543,44 @@ ft_train() {  # run, then train.py's arguments: resume=auto trains what the fold
     >> "$work_dir/logs/finetune160-$run.log" 2>&1 || { log "  finetune160/$run: training FAILED"; return 1; }
 }
 ft_ready=""   # the seeds whose source this lane has trained (or found trained) so far
-ft_source() {  # seed: the source model, trained by the study's recipe
+ft_source() {  # seed: the source model: its archived weights (sources/), else trained by the study's recipe and archived
   [[ " $ft_ready " == *" $1 "* ]] && return 0
-  ft_train "source_rope_ctc_s$1" experiment=synth_study pe=rope seed="$1" || return 1
-  # a source trained again (no checkpoint outlives a session) must be the bytes the archived fine-tunes
-  # of it started from, or the seed's grid would compare fine-tunes of two models: the lane stops
-  if ! run_py recipes/synth/study/backlog.py same-source "$commit_repo/$ft_dest" "$(ft_rundir "source_rope_ctc_s$1")" \
-       >> "$work_dir/logs/finetune160-source_rope_ctc_s$1.log" 2>&1; then
-    log "  finetune160/source_rope_ctc_s$1: NOT the source the archived fine-tunes started from" \
-        "(see $work_dir/logs/finetune160-source_rope_ctc_s$1.log); stopped"
+  local run="source_rope_ctc_s$1" rd archived
+  rd=$(ft_rundir "$run")
+  archived=$commit_repo/$ft_dest/sources/$run
+  if [ -f "$archived/source.json" ] && [ ! -e "$rd/checkpoints/best.ckpt" ]; then
+    # trained in an earlier session: its weights, not a retrain (the same weights only on one machine type)
+    rm -rf "$rd"; mkdir -p "$(dirname "$rd")"; cp -r "$archived" "$rd"
+    log "  finetune160/$run: the weights archived in ${archived#"$commit_repo/"}"
+  elif [ ! -f "$rd/source.json" ]; then   # (not a copied source: resume=auto would train that folder afresh)
+    ft_train "$run" experiment=synth_study pe=rope seed="$1" || return 1
+  fi
+  # a source trained again must be the weights archived and the ones the archived fine-tunes of it started
+  # from, or the seed's grid would compare fine-tunes of two models: the lane stops
+  if ! run_py recipes/synth/study/backlog.py same-source "$commit_repo/$ft_dest" "$rd" \
+       >> "$work_dir/logs/finetune160-$run.log" 2>&1; then
+    log "  finetune160/$run: NOT the source the archived fine-tunes started from" \
+        "(see $work_dir/logs/finetune160-$run.log); stopped"
     exit 1
   fi
+  # (a failed export is logged and not fatal: this session's fine-tunes still record the weights' digest)
+  [ -f "$archived/source.json" ] || ft_export_source "$run" || true
   ft_ready+=" $1"
+}
+ft_export_source() {  # run: the source's weights archived (sources/<run>/) and committed, for later sessions
+  local run=$1 out f
+  out=$repo/$ft_dest/sources/$run
+  take_archive_turn
+  sync_dest "$ft_dest"
+  rm -rf "$out"   # not in the commit checkout (ft_source looked): an export whose commit failed
+  mkdir -p "$(dirname "$out")"
+  run_py recipes/synth/study/backlog.py export-source "$(ft_rundir "$run")" "$out" >> "$work_dir/logs/finetune160-$run.log" 2>&1 \
+    || { log "  finetune160/$run: exporting its weights FAILED"; flock -u 8; return 1; }
+  local -a paths=()
+  while IFS= read -r f; do paths+=("${f#"$repo/"}"); done < <(find "$out" -type f | sort)
+  commit_paths "issue 48 point 4: finetune160, $run's weights archived (sources/$run: a later session fine-tunes them)" \
+    "${paths[@]}" || { log "  finetune160/$run: committing its weights FAILED"; flock -u 8; return 1; }
+  flock -u 8
 }
 ft_decode() {  # run what (dev|test) [remedy]: evaluate.py on the dev ladder's 160 s rungs or on the run's test sets
   local run=$1 what=$2 remedy=${3:-} rd
@@ -607,10 +648,11 @@ if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
         dev_failed=0
         if [ "$seed" = 2 ]; then   # the grid, then each method's choice on dev
           for m in $ft_methods; do
+            ft_mine "$m" || continue
             for lr in $ft_lrs; do for steps in $ft_steps; do ft_dev_run "$m" "$lr" "$steps" 2 || dev_failed=1; done; done
           done
           run=source_rope_ctc_s2
-          if ! ft_archived "$run" ladder_dev_nogap_160_window5; then
+          if ft_mine source && ! ft_archived "$run" ladder_dev_nogap_160_window5; then
             if ft_source 2; then
               for w in $ft_windows; do ft_decode "$run" dev "$w" || dev_failed=1; done
               [ "$dev_failed" = 1 ] || ft_archive "$run" "$run trained (the study's recipe), on the dev ladder's 160 s rungs"
@@ -620,6 +662,7 @@ if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
         # a choice among fewer candidates than offered would be another choice: none without all of them
         [ "$dev_failed" = 0 ] || { log "  stage 7: seed 2's dev runs are incomplete; no choice, nothing on test"; failed=1; break; }
         for m in source $ft_methods; do
+          ft_mine "$m" || continue
           choice=$commit_repo/$ft_dest/reports/choice_${m}_s2.json
           if [ "$seed" = 2 ] && [ ! -f "$choice" ]; then
             cands=()
