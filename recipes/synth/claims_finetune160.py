@@ -95,15 +95,33 @@ def _paired(d, a: str, b: str, set_name: str = "longform", lo: float = 0.0, hi: 
     return list(out)
 
 
-def _worse_at_seed_3(row: str, sentence: str) -> list:
-    """A rescaling at seed 3: its paired difference from the plain fine-tune at 160 s (then seed 2's, where the
+def _worse_at_seed(seed: int, row: str, sentence: str) -> list:
+    """A rescaling at ``seed``: its paired difference from the plain fine-tune at 160 s (then seed 2's, where the
     sentence has a fourth number), and that the difference's CI lies above 0."""
     def numbers(d):
         seed2 = _paired(d, row, "plain fine-tune")[:1] if sentence.count("{}") == 4 else []
-        return _paired(d, row, "plain fine-tune", seeds=(3,)) + seed2
-    return [Claim(f"seed 3: {row} against the plain fine-tune", sentence, numbers),
-            Fact(f"seed 3: {row} worse (paired CI above 0)", sentence.split(", by")[0],
-                 lambda d: [] if _paired(d, row, "plain fine-tune", seeds=(3,))[1] > 0 else ["CI includes 0"])]
+        return _paired(d, row, "plain fine-tune", seeds=(seed,)) + seed2
+    return [Claim(f"seed {seed}: {row} against the plain fine-tune", sentence, numbers),
+            Fact(f"seed {seed}: {row} worse (paired CI above 0)", sentence.split(", by")[0],
+                 lambda d: [] if _paired(d, row, "plain fine-tune", seeds=(seed,))[1] > 0 else ["CI includes 0"])]
+
+
+def _seed_table(seed: int, rows: tuple[tuple[str, str], ...]) -> list:
+    """A seed's table of chosen models on test: (row of `TEST_ROWS`, its label in the table)."""
+    return [Claim(f"seed {seed} on test: {row}", f"| {seed} | {label} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] |",
+                  lambda d, row=row: _row(d, row, (seed,))) for row, label in rows]
+
+
+def _below_windowed_source(seed: int, sentence: str, anchor: str) -> list:
+    """At ``seed``: the plain fine-tune below the windowed source at 160 s, and its cost at 2-4 s (CI including 0)."""
+    return [
+        Claim(f"seed {seed}: plain fine-tune against the windowed source, its cost at 2-4 s", sentence,
+              lambda d: _paired(d, "plain fine-tune", "source, window", seeds=(seed,))
+              + _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(seed,))),
+        Fact(f"seed {seed}: below the windowed source, the cost's CI includes 0", anchor,
+             lambda d: ([] if _paired(d, "plain fine-tune", "source, window", seeds=(seed,))[2] < 0 else ["not below"])
+             + ([] if (p := _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(seed,)))[1] < 0 < p[2]
+                else ["cost apart from 0"]))]
 
 
 def _source_digests(seed: int = 2) -> dict[str, str]:
@@ -193,13 +211,10 @@ FINETUNE160_CLAIMS += [
     Fact("seed 2: the cost's CI includes 0", "a CI that includes 0",
          lambda d: [] if (p := _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0))[1] < 0 < p[2] else ["apart"]),
 ]
-FINETUNE160_CLAIMS += [
-    Claim(f"seed 3 on test: {row}", f"| {label} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] |", lambda d, row=row: _row(d, row, (3,)))
-    for row, label in (("source, plain", "source, plain"), ("source, window", "source, window ±2.5 s"),
-                       ("plain fine-tune", "plain fine-tune"), ("PI, s = 32", "PI, s = 32"),
-                       ("YaRN, β 10", "YaRN, β 10"), ("YaRN, β 32", "YaRN, β 32"),
-                       ("yardstick", "yardstick, from scratch at ≤ 160 s"))
-] + [
+SEED_ROWS = (("source, plain", "source, plain"), ("source, window", "source, window ±2.5 s"),
+             ("plain fine-tune", "plain fine-tune"), ("PI, s = 32", "PI, s = 32"),
+             ("YaRN, β 10", "YaRN, β 10"), ("YaRN, β 32", "YaRN, β 32"))
+FINETUNE160_CLAIMS += _seed_table(3, SEED_ROWS + (("yardstick", "yardstick, from scratch at ≤ 160 s"),)) + [
     Claim("seed 3: the yardstick by length", "(in context {}× [{}, {}]; {} % at\n2-4 s, {} % at 160 s)",
           lambda d: [*_row(d, "yardstick", (3,))[3:], _cer(d, "yardstick", "2-4", (3,)), _cer(d, "yardstick", "160", (3,))]),
     Fact("seed 3: the yardstick better on long inputs than on short", "is better on long inputs than on short ones",
@@ -215,18 +230,17 @@ FINETUNE160_CLAIMS += [
                     if not _paired(d, "yardstick", r, seeds=(3,))[1] > 0]
          + ([] if _paired(d, "yardstick", "PI, s = 32", seeds=(3,))[2] < 0 else ["not below PI"])),
 ] + [
-    *_worse_at_seed_3("PI, s = 32", "PI is again worse than the plain fine-tune, by {} [{}, {}] at 160 s"),
-    *_worse_at_seed_3("YaRN, β 10", "and so is YaRN β 10, by {} [{}, {}] (seed 2: {})"),
-    *_worse_at_seed_3("YaRN, β 32", "and YaRN β 32, by {} [{}, {}] (seed 2: {})"),
-    Claim("seed 3: plain fine-tune against the windowed source, its cost at 2-4 s",
-          "below the source decoded with its window at 160 s ({} [{}, {}] points), with no measurable cost on short "
-          "inputs ({} [{}, {}] at 2-4 s, its CI including 0)",
-          lambda d: _paired(d, "plain fine-tune", "source, window", seeds=(3,))
-          + _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(3,))),
-    Fact("seed 3: below the windowed source, the cost's CI includes 0", "its CI including 0",
-         lambda d: ([] if _paired(d, "plain fine-tune", "source, window", seeds=(3,))[2] < 0 else ["not below"])
-         + ([] if (p := _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(3,)))[1] < 0 < p[2]
-            else ["cost apart from 0"])),
+    *_worse_at_seed(3, "PI, s = 32", "PI is again worse than the plain fine-tune, by {} [{}, {}] at 160 s"),
+    *_worse_at_seed(3, "YaRN, β 10", "and so is YaRN β 10, by {} [{}, {}] (seed 2: {})"),
+    *_worse_at_seed(3, "YaRN, β 32", "and YaRN β 32, by {} [{}, {}] (seed 2: {})"),
+    *_below_windowed_source(3, "below the source decoded with its window at 160 s ({} [{}, {}] points), with no measurable "
+                               "cost on short inputs ({} [{}, {}] at 2-4 s, its CI including 0)", "its CI including 0)"),
+]
+
+
+FINETUNE160_CLAIMS += _seed_table(4, SEED_ROWS[:3]) + [
+    *_below_windowed_source(4, "is below the windowed source at 160 s ({} [{}, {}] points),\nat no measurable cost on "
+                               "short inputs ({} [{}, {}] at 2-4 s, its CI including 0 at this seed too)", "including 0 at this seed too"),
 ]
 
 
