@@ -11,7 +11,7 @@ import runpy
 from functools import lru_cache
 from pathlib import Path
 
-from asr_pe.plots.results_claims import LONG, Claim, Fact
+from asr_pe.plots.results_claims import LONG, Claim, Fact, supports
 
 STUDY = Path(__file__).resolve().parent / "study"
 README = STUDY / "finetune160" / "README.md"
@@ -36,7 +36,8 @@ TEST_ROWS = {"source, plain": ("source_rope", ""), "source, window": ("source_ro
              "continuation control, plain": ("rope_shortft" + CHOSEN, ""),
              "continuation control, window": ("rope_shortft" + CHOSEN, "_window2p5"),
              "yardstick": ("rope_yardstick160", "")}
-SEED_2_ROWS = [r for r in TEST_ROWS if r != "yardstick"]   # seed 2's yardstick is still training
+SEED_2_ROWS = list(TEST_ROWS)
+YARDSTICK_LABEL = "yardstick, from scratch at ≤ 160 s"
 
 
 def grid_choice(method: str, window: str | None = None) -> dict:
@@ -171,13 +172,13 @@ FINETUNE160_CLAIMS = [
          else sorted(set(_source_digests().values()))),
 ]
 FINETUNE160_CLAIMS += [
-    Claim(f"seed 2 on test: {row}", f"| {row} | {chosen} | {{}} | {{}} | {bold} | {{}}× [{{}}, {{}}] |",
-          lambda d, row=row: _row(d, row))
+    Claim(f"seed 2 on test: {row}", f"| {YARDSTICK_LABEL if row == 'yardstick' else row} | {chosen} | {{}} | {{}} | {bold} "
+          f"| {{}}× [{{}}, {{}}] |", lambda d, row=row: _row(d, row))
     for row, chosen, bold in (("source, plain", "–", "{}"), ("source, window", "±2.5 s", "{}"),
                               ("plain fine-tune", "lr 1e-3, 300 steps", "**{}**"), ("PI, s = 32", "lr 1e-3, 300 steps", "{}"),
                               ("YaRN, β 10", "lr 1e-3, 300 steps", "{}"), ("YaRN, β 32", "lr 1e-3, 300 steps", "{}"),
                               ("continuation control, plain", "lr 1e-3, 300 steps", "{}"),
-                              ("continuation control, window", "lr 1e-3, 300 steps, ±2.5 s", "{}"))
+                              ("continuation control, window", "lr 1e-3, 300 steps, ±2.5 s", "{}"), ("yardstick", "–", "{}"))
 ]
 FINETUNE160_CLAIMS += [
     Claim("seed 2: plain fine-tune lowest at 160 s, below the windowed source",
@@ -214,7 +215,7 @@ FINETUNE160_CLAIMS += [
 SEED_ROWS = (("source, plain", "source, plain"), ("source, window", "source, window ±2.5 s"),
              ("plain fine-tune", "plain fine-tune"), ("PI, s = 32", "PI, s = 32"),
              ("YaRN, β 10", "YaRN, β 10"), ("YaRN, β 32", "YaRN, β 32"))
-FINETUNE160_CLAIMS += _seed_table(3, SEED_ROWS + (("yardstick", "yardstick, from scratch at ≤ 160 s"),)) + [
+FINETUNE160_CLAIMS += _seed_table(3, SEED_ROWS + (("yardstick", YARDSTICK_LABEL),)) + [
     Claim("seed 3: the yardstick by length", "(in context {}× [{}, {}]; {} % at\n2-4 s, {} % at 160 s)",
           lambda d: [*_row(d, "yardstick", (3,))[3:], _cer(d, "yardstick", "2-4", (3,)), _cer(d, "yardstick", "160", (3,))]),
     Fact("seed 3: the yardstick better on long inputs than on short", "is better on long inputs than on short ones",
@@ -238,7 +239,20 @@ FINETUNE160_CLAIMS += _seed_table(3, SEED_ROWS + (("yardstick", "yardstick, from
 ]
 
 
-FINETUNE160_CLAIMS += _seed_table(4, SEED_ROWS[:4]) + [
+FINETUNE160_CLAIMS += _seed_table(4, SEED_ROWS[:5] + (("continuation control, plain", "continuation control, plain"),
+                                                      ("continuation control, window", "continuation control, window ±2.5 s"))) + [
+    *_worse_at_seed(4, "YaRN, β 10", "and YaRN β 10, by {} [{}, {}] (seed 2: {})"),
+    Claim("seed 4: the windowed continuation control against the windowed source and the plain fine-tune",
+          "is below the windowed source ({} [{}, {}]) but above the plain fine-tune ({} [{}, {}]): at seed 4 the\nlong inputs "
+          "add something beyond the 300 more steps, where at seed 2 they added nothing measurable ({} [{}, {}])",
+          lambda d: _paired(d, "continuation control, window", "source, window", seeds=(4,))
+          + _paired(d, "continuation control, window", "plain fine-tune", seeds=(4,))
+          + _paired(d, "continuation control, window", "plain fine-tune")),
+    Fact("seed 4: the windowed control below the windowed source, above the plain fine-tune (paired)",
+         "the\nlong inputs add something beyond the 300 more steps",
+         lambda d: supports("better", _paired(d, "continuation control, window", "source, window", seeds=(4,)), "vs source")
+         + supports("worse", _paired(d, "continuation control, window", "plain fine-tune", seeds=(4,)), "vs plain, seed 4")
+         + supports("like", _paired(d, "continuation control, window", "plain fine-tune"), "vs plain, seed 2")),
     *_worse_at_seed(4, "PI, s = 32", "PI is worse than it once more, by {} [{}, {}] points\nat 160 s (seed 2: {})"),
     *_below_windowed_source(4, "is below the windowed source at 160 s ({} [{}, {}] points),\nat no measurable cost on "
                                "short inputs ({} [{}, {}] at 2-4 s, its CI including 0 at this seed too)", "including 0 at this seed too"),
@@ -256,6 +270,26 @@ def _pooled_row(d, row: str, seeds: tuple[int, ...]) -> list[float]:
 def _worse_at_every_seed(d, rows: tuple[str, ...], seeds: tuple[int, ...]) -> list[str]:
     """The rows whose paired difference from the plain fine-tune at 160 s is not above 0 at some seed."""
     return [f"{r} at seed {s}" for r in rows for s in seeds if not _paired(d, r, "plain fine-tune", seeds=(s,))[1] > 0]
+
+
+def _yardstick_against(d, seed: int) -> list[str]:
+    """The yardstick of ``seed`` worse at 160 s than every fine-tune but PI and the windowed source, below PI, and
+    better on long inputs than on short (paired CIs; in-context CI below 1)."""
+    rivals = ("plain fine-tune", "YaRN, β 10", "YaRN, β 32", "source, window", "continuation control, window")
+    return ([e for r in rivals for e in supports("worse", _paired(d, "yardstick", r, seeds=(seed,)), r)]
+            + supports("better", _paired(d, "yardstick", "PI, s = 32", seeds=(seed,)), "PI")
+            + ([] if _row(d, "yardstick", (seed,))[5] < 1 else ["in-context CI reaches 1"]))
+
+
+FINETUNE160_CLAIMS += [
+    Claim("seed 2: the yardstick by length and against the fine-tunes at 160 s",
+          "{} % at 2-4 s and {} % at 160 s (in context {}× [{}, {}]), worse at 160 s than every fine-tune but PI ({} [{}, "
+          "{}] points over the plain fine-tune, {} [{}, {}] over the windowed source) and below PI ({} [{}, {}])",
+          lambda d: [_cer(d, "yardstick", "2-4"), _cer(d, "yardstick", "160"), *_row(d, "yardstick")[3:]]
+          + [v for r in ("plain fine-tune", "source, window", "PI, s = 32") for v in _paired(d, "yardstick", r)]),
+    Fact("seed 2: the yardstick worse than every fine-tune but PI, below PI (paired)", "Seed 2's yardstick, in\n2026-12-04's "
+         "runs, is the same story", lambda d: _yardstick_against(d, 2)),
+]
 
 
 def _source_retrained() -> dict:
