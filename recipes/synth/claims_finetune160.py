@@ -239,9 +239,10 @@ FINETUNE160_CLAIMS += _seed_table(3, SEED_ROWS + (("yardstick", YARDSTICK_LABEL)
 ]
 
 
-FINETUNE160_CLAIMS += _seed_table(4, SEED_ROWS[:5] + (("continuation control, plain", "continuation control, plain"),
+FINETUNE160_CLAIMS += _seed_table(4, SEED_ROWS + (("continuation control, plain", "continuation control, plain"),
                                                       ("continuation control, window", "continuation control, window ±2.5 s"))) + [
     *_worse_at_seed(4, "YaRN, β 10", "and YaRN β 10, by {} [{}, {}] (seed 2: {})"),
+    *_worse_at_seed(4, "YaRN, β 32", "and β 32 too, by {} [{}, {}] (seed 2: {})"),
     Claim("seed 4: the windowed continuation control against the windowed source and the plain fine-tune",
           "is below the windowed source ({} [{}, {}]) but above the plain fine-tune ({} [{}, {}]): at seed 4 the\nlong inputs "
           "add something beyond the 300 more steps, where at seed 2 they added nothing measurable ({} [{}, {}])",
@@ -289,6 +290,68 @@ FINETUNE160_CLAIMS += [
           + [v for r in ("plain fine-tune", "source, window", "PI, s = 32") for v in _paired(d, "yardstick", r)]),
     Fact("seed 2: the yardstick worse than every fine-tune but PI, below PI (paired)", "Seed 2's yardstick, in\n2026-12-04's "
          "runs, is the same story", lambda d: _yardstick_against(d, 2)),
+]
+
+
+# the pooled table: every row over seeds 2-4 but the two still short of a seed
+POOLED = (("source, window", "source, window ±2.5 s", (2, 3, 4)), ("plain fine-tune", "plain fine-tune", (2, 3, 4)),
+          ("PI, s = 32", "PI, s = 32", (2, 3, 4)), ("YaRN, β 10", "YaRN, β 10", (2, 3, 4)),
+          ("YaRN, β 32", "YaRN, β 32", (2, 3, 4)),
+          ("continuation control, window", "continuation control, window ±2.5 s (seeds 2, 4)", (2, 4)),
+          ("yardstick", "yardstick, from scratch at ≤ 160 s (seeds 2, 3)", (2, 3)))
+RESCALINGS = ("PI, s = 32", "YaRN, β 10", "YaRN, β 32")
+SEEDS = (2, 3, 4)
+
+
+def _lowest_at_160(d) -> list[str]:
+    """The pooled rows at or below the plain fine-tune's 160 s CER, each over its own seeds against the plain
+    fine-tune over the same seeds (paired CI above 0, so "lowest" is a paired claim too)."""
+    return [e for row, _, seeds in POOLED if row != "plain fine-tune"
+            for e in supports("worse", _paired(d, row, "plain fine-tune", seeds=seeds), f"{row}, seeds {seeds}")]
+
+
+FINETUNE160_CLAIMS += [
+    Claim(f"seeds {seeds}: {row} pooled", f"| {label} | {{}} | {{}} | {{}}× [{{}}, {{}}] | "
+          + ("– |" if row == "plain fine-tune" else "{} [{}, {}] |"), lambda d, row=row, seeds=seeds: _pooled_row(d, row, seeds))
+    for row, label, seeds in POOLED
+] + [
+    Claim("seeds 2-4: the rescalings against the plain fine-tune",
+          "are worse than the plain fine-tune at 160 s at every seed, each seed's paired CI above 0: PI by {} [{}, {}]\n"
+          "points, YaRN β 10 by {} [{}, {}] and β 32 by {} [{}, {}]",
+          lambda d: [v for r in RESCALINGS for v in _paired(d, r, "plain fine-tune", seeds=SEEDS)]),
+    Fact("seeds 2-4: every rescaling worse at every seed (paired)", "each seed's paired CI above 0",
+         lambda d: _worse_at_every_seed(d, RESCALINGS, SEEDS)),
+    Fact("seeds 2-4: the plain fine-tune the lowest at 160 s (paired)", "The plain fine-tune to 160 s is the lowest at\n160 s",
+         _lowest_at_160),
+    Claim("seeds 2-4: the plain fine-tune against the windowed source, its cost at 2-4 s",
+          "below the windowed source at every seed ({} [{}, {}] points over seeds 2-4), at no measurable\ncost on short "
+          "inputs ({} [{}, {}] at 2-4 s)",
+          lambda d: _paired(d, "plain fine-tune", "source, window", seeds=SEEDS)
+          + _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=SEEDS)),
+    Fact("seeds 2-4: below the windowed source at every seed, no cost at 2-4 s (paired)", "below the windowed source at every seed",
+         lambda d: [e for s in SEEDS for e in supports("better", _paired(d, "plain fine-tune", "source, window", seeds=(s,)), f"seed {s}")]
+         + supports("like", _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=SEEDS), "2-4 s")),
+]
+FINETUNE160_CLAIMS += [
+    Claim("seeds 2, 4: the windowed control closest to the plain fine-tune", "comes closest ({} [{}, {}]; seed 2",
+          lambda d: _paired(d, "continuation control, window", "plain fine-tune", seeds=(2, 4))),
+    Fact("seeds 2, 4: the windowed control's difference the smallest; seed 2 alone like; the yardstick worse",
+         "seed 2\n  alone could not tell them apart",
+         lambda d: [r for r, _, seeds in POOLED if r not in ("plain fine-tune", "continuation control, window")
+                    and not _paired(d, r, "plain fine-tune", seeds=seeds)[0]
+                    > _paired(d, "continuation control, window", "plain fine-tune", seeds=(2, 4))[0]]
+         + supports("like", _paired(d, "continuation control, window", "plain fine-tune"), "seed 2")
+         + supports("worse", _paired(d, "yardstick", "plain fine-tune", seeds=(2, 3)), "yardstick")),
+]
+# RESULTS.md's opening on the rescalings
+FINETUNE160_RESULTS_CLAIMS = [
+    Claim("the rescalings fine-tuned to 160 s, as published",
+          "the rescalings still lose to a plain fine-tune at every seed: PI {} %, YaRN β 10 {} % and β 32 {} % at 160 s\n"
+          "against {} % (seeds 2-4; {} [{}, {}], {} [{}, {}] and {} [{}, {}] points, paired)",
+          lambda d: [_cer(d, r, "160", SEEDS) for r in (*RESCALINGS, "plain fine-tune")]
+          + [v for r in RESCALINGS for v in _paired(d, r, "plain fine-tune", seeds=SEEDS)]),
+    Fact("the rescalings fine-tuned to 160 s lose at every seed (paired)", "the rescalings still lose to a plain fine-tune at every seed",
+         lambda d: _worse_at_every_seed(d, RESCALINGS, SEEDS)),
 ]
 
 
