@@ -713,7 +713,7 @@ def test_the_source_s_weights_exported_are_the_checkpoint_s_alone_and_its_digest
     state = {"model.w": torch.randn(4, 3), "skipped_batches": torch.tensor(0)}
     torch.save({"state_dict": state, "global_step": 1015, "epoch": 7, "optimizer_states": [{"m": torch.randn(4, 3)}],
                 "callbacks": {"dirpath": str(run)}}, run / "checkpoints" / "best.ckpt")
-    for name in backlog.SOURCE_FILES:
+    for name in backlog._source_files():
         (run / name).write_text(f"{name}\n")
     out = tmp_path / "sources" / run.name
     out.parent.mkdir()
@@ -724,7 +724,7 @@ def test_the_source_s_weights_exported_are_the_checkpoint_s_alone_and_its_digest
     assert weights_sha256(out / "checkpoints" / "best.ckpt") == weights_sha256(ckpt) == record["weights_sha256"]
     assert record["from"] == {"run": str(run), "name": "best.ckpt", "global_step": 1015, "sha256": file_sha256(ckpt)}
     assert json.loads((out / "source.json").read_text()) == record and record["machine"]["cpu"]
-    for name in backlog.SOURCE_FILES:
+    for name in backlog._source_files():
         assert (out / name).read_text() == f"{name}\n"
     assert os.stat(out).st_mode & 0o777 == 0o755
     with pytest.raises(SystemExit, match="exists"):

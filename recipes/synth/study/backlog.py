@@ -262,7 +262,12 @@ def same_source(dest: Path, source: Path) -> list[str]:
     return bad
 
 
-SOURCE_FILES = ("config.yaml", "tokenizer.json", "cmvn.json", "run_info.json")   # what a fine-tune reads beside the weights
+def _source_files() -> tuple[str, ...]:
+    """What a fine-tune (``init_from``) and an evaluation read beside the weights: the run folder's names."""
+    from asr_pe.run_folder import CONFIG, PREPARED_FILES, RUN_INFO
+    return (CONFIG, *PREPARED_FILES, RUN_INFO)
+
+
 SOURCE_RECORD = "source.json"
 
 
@@ -271,7 +276,7 @@ def export_source(run: Path, out: Path) -> dict:
 
     ``checkpoints/best.ckpt`` keeps the checkpoint's ``state_dict`` (every entry, so `weights_sha256`
     is the original's), ``global_step`` and ``epoch``, without the optimiser and callback state (7 MB
-    of 22); beside it the files a fine-tune (``init_from``) and an evaluation read (`SOURCE_FILES`), and
+    of 22); beside it the files a fine-tune (``init_from``) and an evaluation read (`_source_files`), and
     `SOURCE_RECORD`: the checkpoint it came from (run, name, step, file digest), the weights' digest and
     the machine. A source trained again gives the same weights only on the machine type it was first
     trained on (seed 3, 2026-12-04: Xeon, then EPYC), so stage 7 archives each source so and a later
@@ -284,7 +289,7 @@ def export_source(run: Path, out: Path) -> dict:
     ckpt = run / "checkpoints" / "best.ckpt"
     if out.exists():
         raise SystemExit(f"error: export-source: {out} exists; it holds an exported source already")
-    missing = [name for name in SOURCE_FILES if not (run / name).is_file()] + ([] if ckpt.is_file() else ["checkpoints/best.ckpt"])
+    missing = [name for name in _source_files() if not (run / name).is_file()] + ([] if ckpt.is_file() else ["checkpoints/best.ckpt"])
     if missing:
         raise SystemExit(f"error: export-source: {run} lacks {', '.join(missing)}")
     full = torch.load(ckpt, map_location="cpu", weights_only=True)
@@ -293,7 +298,7 @@ def export_source(run: Path, out: Path) -> dict:
         (tmp / "checkpoints").mkdir()
         torch.save({k: full[k] for k in ("state_dict", "global_step", "epoch", "pytorch-lightning_version") if k in full},
                    tmp / "checkpoints" / "best.ckpt")
-        for name in SOURCE_FILES:
+        for name in _source_files():
             shutil.copyfile(run / name, tmp / name)
         record = {"from": {"run": str(run), **checkpoint_record(ckpt)}, "weights_sha256": weights_sha256(ckpt),
                   "machine": _machine()}

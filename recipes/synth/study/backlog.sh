@@ -571,8 +571,15 @@ ft_export_source() {  # run: the source's weights archived (sources/<run>/) and 
   local run=$1 out f
   out=$repo/$ft_dest/sources/$run
   take_archive_turn
+  if [ -f "$commit_repo/$ft_dest/sources/$run/source.json" ]; then   # another lane's, since ft_source looked
+    flock -u 8
+    run_py recipes/synth/study/backlog.py same-source "$commit_repo/$ft_dest" "$(ft_rundir "$run")" \
+      >> "$work_dir/logs/finetune160-$run.log" 2>&1 \
+      || { log "  finetune160/$run: NOT the source another lane archived; stopped"; exit 1; }
+    return 0
+  fi
   sync_dest "$ft_dest"
-  rm -rf "$out"   # not in the commit checkout (ft_source looked): an export whose commit failed
+  rm -rf "$out"   # not in the commit checkout (looked just now, holding the turn): an export whose commit failed
   mkdir -p "$(dirname "$out")"
   run_py recipes/synth/study/backlog.py export-source "$(ft_rundir "$run")" "$out" >> "$work_dir/logs/finetune160-$run.log" 2>&1 \
     || { log "  finetune160/$run: exporting its weights FAILED"; flock -u 8; return 1; }
