@@ -42,7 +42,7 @@ names the table's runs that match. Live run folders are read in place, as before
 
 ``python -m asr_pe.results_table add <study> <run folder>...`` adds or replaces runs (what
 ``recipes/synth/run.sh`` stage 4 does); ``list`` prints a study's run paths; ``check`` compares a
-table with run folders; ``convert`` rewrites a study's gzip table as xz, checking that every file
+table with run folders; ``drop`` removes superseded runs; ``convert`` rewrites a study's gzip table as xz, checking that every file
 renders back byte for byte, and removes the gzip one.
 
 The table is a database of runs. ``add`` reads, changes and writes it under one lock
@@ -85,7 +85,7 @@ from asr_pe.run_folder import BUCKETS_CSV, BUCKETS_META, CONFIG, EVAL, PER_UTT, 
 __all__ = [
     "TABLE_NAME", "GZIP_TABLE_NAME", "ResultsTableError", "archived_files", "table_rows", "render_run",
     "read_table", "write_table", "table_of", "add_runs", "convert_table", "runs_in", "locate", "logical_path",
-    "expand_run_paths", "main", "RUN_IDENTITY", "is_remedy_result", "run_identity", "table_lock",
+    "expand_run_paths", "drop_runs", "main", "RUN_IDENTITY", "is_remedy_result", "run_identity", "table_lock",
 ]
 
 TABLE_NAME = "results.jsonl.xz"
@@ -452,6 +452,25 @@ def add_runs(table: str | os.PathLike, run_dirs: Iterable[str | os.PathLike], *,
     return report
 
 
+def drop_runs(study: str | os.PathLike, names: Iterable[str]) -> dict[str, int]:
+    """Remove the runs ``names`` from ``<study>/results.jsonl.xz`` under the study's `table_lock`;
+    returns name -> the number of rows removed. A name the table lacks is an error and nothing is
+    written, so a typo cannot pass for a removal. For results that are superseded (a run trained
+    again from another source): git keeps the rows removed."""
+    names = list(dict.fromkeys(names))
+    with table_lock(study):
+        table = table_of(study)
+        runs = read_table(table) if table.is_file() else {}
+        missing = [n for n in names if n not in runs]
+        if missing:
+            raise ResultsTableError(f"{table}: no run {', '.join(missing)} to drop")
+        report = {n: len(runs.pop(n)) for n in names}
+        write_table(Path(study) / TABLE_NAME, runs)
+        if table.name != TABLE_NAME:   # a gzip table: its runs now live in the xz one
+            table.unlink()
+    return report
+
+
 def convert_table(study: str | os.PathLike) -> tuple[Path, int]:
     """Rewrite ``<study>/results.jsonl.gz`` as ``<study>/results.jsonl.xz`` and remove the gzip
     one, once the xz table, read back, holds the same rows and renders every file of every run
@@ -623,6 +642,9 @@ def main(argv: list[str] | None = None) -> int:
     p_check = sub.add_parser("check", help="compare run folders with their rows in the table")
     p_check.add_argument("study", type=Path)
     p_check.add_argument("runs", nargs="+", type=Path)
+    p_drop = sub.add_parser("drop", help="remove runs from <study>/results.jsonl.xz (superseded results; git keeps them)")
+    p_drop.add_argument("study", type=Path)
+    p_drop.add_argument("names", nargs="+", help="run names, as `list` prints them without <study>/")
     p_convert = sub.add_parser("convert", help=f"rewrite <study>/{GZIP_TABLE_NAME} as {TABLE_NAME}, checking "
                                "that every file renders back byte for byte, and remove the gzip table")
     p_convert.add_argument("studies", nargs="+", type=Path)
@@ -637,6 +659,9 @@ def main(argv: list[str] | None = None) -> int:
                 xz, n = convert_table(study)
                 print(f"{xz}: {n} files render as from {GZIP_TABLE_NAME}; {before / 1e6:.2f} -> "
                       f"{xz.stat().st_size / 1e6:.2f} MB")
+        elif args.command == "drop":
+            for name, n in drop_runs(args.study, args.names).items():
+                print(f"{name}: {n} rows removed")
         elif args.command == "check":
             print(f"{_check(table_of(args.study), args.runs)} files identical")
         else:

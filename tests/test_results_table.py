@@ -19,7 +19,7 @@ from asr_pe.evaluation.buckets import write_bucket_files
 from asr_pe.evaluation.length_ratio import read_errors
 from asr_pe.plots.wer_vs_length import find_run_dirs, load_runs, read_run_info
 from asr_pe.results_table import (GZIP_TABLE_NAME, TABLE_NAME, add_runs, is_remedy_result, locate, logical_path,
-                                  main, read_table, render_run, run_identity, runs_in, table_rows)
+                                  main, read_table, render_run, run_identity, runs_in, table_of, table_rows)
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = REPO / "recipes" / "synth" / "study"
@@ -641,3 +641,21 @@ def test_remove_deletes_a_folder_only_once_the_table_is_on_disk_and_read_back(tm
     read_back = kinds.index("read", dir_sync)
     assert events[dir_sync][1] == study and events[read_back][1] == study / TABLE_NAME
     assert read_back < len(kinds) - 1 and not run.exists()
+
+
+def test_drop_removes_exactly_the_runs_named_and_refuses_a_name_the_table_lacks(tmp_path):
+    study = tmp_path / "study"
+    for name, cer in [("rope_ctc_s3", 7.0), ("rope_ctc_s4", 6.0), ("none_ctc_s3", 9.0)]:
+        _run(study, name, cer)
+    add_runs(study / TABLE_NAME, sorted(p.parent for p in study.glob("*/run_info.json")))
+    before = read_table(table_of(study))
+    cli = [sys.executable, "-m", "asr_pe.results_table"]
+    env_kw = dict(cwd=REPO, capture_output=True, text=True)
+    bad = subprocess.run([*cli, "drop", str(study), "rope_ctc_s3", "rope_ctc_s9"], **env_kw)
+    assert bad.returncode == 2 and "no run rope_ctc_s9 to drop" in bad.stderr and "Traceback" not in bad.stderr
+    assert read_table(table_of(study)) == before            # nothing written: rope_ctc_s3 is still there
+    ok = subprocess.run([*cli, "drop", str(study), "rope_ctc_s3", "none_ctc_s3"], **env_kw)
+    assert ok.returncode == 0, ok.stderr
+    assert f"rope_ctc_s3: {len(before['rope_ctc_s3'])} rows removed" in ok.stdout
+    after = read_table(table_of(study))
+    assert after == {"rope_ctc_s4": before["rope_ctc_s4"]}   # the other run's rows, every one, unchanged
