@@ -96,44 +96,22 @@ def _paired(d, a: str, b: str, set_name: str = "longform", lo: float = 0.0, hi: 
     return list(out)
 
 
-def _worse_at_seed(seed: int, row: str, sentence: str) -> list:
-    """A rescaling at ``seed``: its paired difference from the plain fine-tune at 160 s (then seed 2's, where the
-    sentence has a fourth number), and that the difference's CI lies above 0."""
-    def numbers(d):
-        seed2 = _paired(d, row, "plain fine-tune")[:1] if sentence.count("{}") == 4 else []
-        return _paired(d, row, "plain fine-tune", seeds=(seed,)) + seed2
-    return [Claim(f"seed {seed}: {row} against the plain fine-tune", sentence, numbers),
-            Fact(f"seed {seed}: {row} worse (paired CI above 0)", sentence.split(", by")[0],
-                 lambda d: [] if _paired(d, row, "plain fine-tune", seeds=(seed,))[1] > 0 else ["CI includes 0"])]
-
-
 def _seed_table(seed: int, rows: tuple[tuple[str, str], ...]) -> list:
     """A seed's table of chosen models on test: (row of `TEST_ROWS`, its label in the table)."""
     return [Claim(f"seed {seed} on test: {row}", f"| {seed} | {label} | {{}} | {{}} | {{}} | {{}}× [{{}}, {{}}] |",
                   lambda d, row=row: _row(d, row, (seed,))) for row, label in rows]
 
 
-def _below_windowed_source(seed: int, sentence: str, anchor: str) -> list:
-    """At ``seed``: the plain fine-tune below the windowed source at 160 s, and its cost at 2-4 s (CI including 0)."""
-    return [
-        Claim(f"seed {seed}: plain fine-tune against the windowed source, its cost at 2-4 s", sentence,
-              lambda d: _paired(d, "plain fine-tune", "source, window", seeds=(seed,))
-              + _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(seed,))),
-        Fact(f"seed {seed}: below the windowed source, the cost's CI includes 0", anchor,
-             lambda d: ([] if _paired(d, "plain fine-tune", "source, window", seeds=(seed,))[2] < 0 else ["not below"])
-             + ([] if (p := _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=(seed,)))[1] < 0 < p[2]
-                else ["cost apart from 0"]))]
-
-
-def _source_digests(seed: int = 2) -> dict[str, str]:
-    """Each archived fine-tune of ``seed``'s source -> the sha256 of the checkpoint it started from."""
+def _source_digests(seed: int = 2, key: str = "sha256") -> dict[str, str]:
+    """Each archived fine-tune of ``seed``'s source -> the sha256 of the checkpoint it started from (``key``
+    "weights_sha256": of its weights, where the record has it)."""
     from asr_pe.results_table import read_table, table_of
 
     out = {}
     for run, rows in read_table(table_of(STUDY / "finetune160")).items():
         init = next(r["data"] for r in rows if r["path"] == "run_info.json").get("init_from") or {}
         if str(init.get("run", "")).endswith(f"/source_rope_ctc_s{seed}"):
-            out[run] = init["sha256"]
+            out[run] = init.get(key)
     return out
 
 
@@ -214,50 +192,10 @@ FINETUNE160_CLAIMS += [
 ]
 SEED_ROWS = (("source, plain", "source, plain"), ("source, window", "source, window ±2.5 s"),
              ("plain fine-tune", "plain fine-tune"), ("PI, s = 32", "PI, s = 32"),
-             ("YaRN, β 10", "YaRN, β 10"), ("YaRN, β 32", "YaRN, β 32"))
-FINETUNE160_CLAIMS += _seed_table(3, SEED_ROWS + (("yardstick", YARDSTICK_LABEL),)) + [
-    Claim("seed 3: the yardstick by length", "(in context {}× [{}, {}]; {} % at\n2-4 s, {} % at 160 s)",
-          lambda d: [*_row(d, "yardstick", (3,))[3:], _cer(d, "yardstick", "2-4", (3,)), _cer(d, "yardstick", "160", (3,))]),
-    Fact("seed 3: the yardstick better on long inputs than on short", "is better on long inputs than on short ones",
-         lambda d: ([] if _row(d, "yardstick", (3,))[5] < 1 else ["in-context CI reaches 1"])
-         + ([] if _cer(d, "yardstick", "160", (3,)) < _cer(d, "yardstick", "2-4", (3,)) else ["160 s not below 2-4 s"])),
-    Claim("seed 3: the yardstick against the fine-tunes at 160 s",
-          "by {} [{}, {}] points over the plain fine-tune and {} [{}, {}] over the windowed source, and it is below PI "
-          "({} [{}, {}])",
-          lambda d: [v for r in ("plain fine-tune", "source, window", "PI, s = 32")
-                     for v in _paired(d, "yardstick", r, seeds=(3,))]),
-    Fact("seed 3: the yardstick worse than every fine-tune but PI (paired)", "At 160 s it is worse than\nevery fine-tune but PI",
-         lambda d: [r for r in ("plain fine-tune", "YaRN, β 10", "YaRN, β 32", "source, window")
-                    if not _paired(d, "yardstick", r, seeds=(3,))[1] > 0]
-         + ([] if _paired(d, "yardstick", "PI, s = 32", seeds=(3,))[2] < 0 else ["not below PI"])),
-] + [
-    *_worse_at_seed(3, "PI, s = 32", "PI is again worse than the plain fine-tune, by {} [{}, {}] at 160 s"),
-    *_worse_at_seed(3, "YaRN, β 10", "and so is YaRN β 10, by {} [{}, {}] (seed 2: {})"),
-    *_worse_at_seed(3, "YaRN, β 32", "and YaRN β 32, by {} [{}, {}] (seed 2: {})"),
-    *_below_windowed_source(3, "below the source decoded with its window at 160 s ({} [{}, {}] points), with no measurable "
-                               "cost on short inputs ({} [{}, {}] at 2-4 s, its CI including 0)", "its CI including 0)"),
-]
-
-
-FINETUNE160_CLAIMS += _seed_table(4, SEED_ROWS + (("continuation control, plain", "continuation control, plain"),
-                                                      ("continuation control, window", "continuation control, window ±2.5 s"))) + [
-    *_worse_at_seed(4, "YaRN, β 10", "and YaRN β 10, by {} [{}, {}] (seed 2: {})"),
-    *_worse_at_seed(4, "YaRN, β 32", "and β 32 too, by {} [{}, {}] (seed 2: {})"),
-    Claim("seed 4: the windowed continuation control against the windowed source and the plain fine-tune",
-          "is below the windowed source ({} [{}, {}]) but above the plain fine-tune ({} [{}, {}]): at seed 4 the\nlong inputs "
-          "add something beyond the 300 more steps, where at seed 2 they added nothing measurable ({} [{}, {}])",
-          lambda d: _paired(d, "continuation control, window", "source, window", seeds=(4,))
-          + _paired(d, "continuation control, window", "plain fine-tune", seeds=(4,))
-          + _paired(d, "continuation control, window", "plain fine-tune")),
-    Fact("seed 4: the windowed control below the windowed source, above the plain fine-tune (paired)",
-         "the\nlong inputs add something beyond the 300 more steps",
-         lambda d: supports("better", _paired(d, "continuation control, window", "source, window", seeds=(4,)), "vs source")
-         + supports("worse", _paired(d, "continuation control, window", "plain fine-tune", seeds=(4,)), "vs plain, seed 4")
-         + supports("like", _paired(d, "continuation control, window", "plain fine-tune"), "vs plain, seed 2")),
-    *_worse_at_seed(4, "PI, s = 32", "PI is worse than it once more, by {} [{}, {}] points\nat 160 s (seed 2: {})"),
-    *_below_windowed_source(4, "is below the windowed source at 160 s ({} [{}, {}] points),\nat no measurable cost on "
-                               "short inputs ({} [{}, {}] at 2-4 s, its CI including 0 at this seed too)", "including 0 at this seed too"),
-]
+             ("YaRN, β 10", "YaRN, β 10"), ("YaRN, β 32", "YaRN, β 32"),
+             ("continuation control, plain", "continuation control, plain"),
+             ("continuation control, window", "continuation control, window ±2.5 s"), ("yardstick", YARDSTICK_LABEL))
+FINETUNE160_CLAIMS += _seed_table(3, SEED_ROWS) + _seed_table(4, SEED_ROWS)
 
 
 def _pooled_row(d, row: str, seeds: tuple[int, ...]) -> list[float]:
@@ -282,39 +220,39 @@ def _yardstick_against(d, seed: int) -> list[str]:
             + ([] if _row(d, "yardstick", (seed,))[5] < 1 else ["in-context CI reaches 1"]))
 
 
-FINETUNE160_CLAIMS += [
-    Claim("seed 2: the yardstick by length and against the fine-tunes at 160 s",
-          "{} % at 2-4 s and {} % at 160 s (in context {}× [{}, {}]), worse at 160 s than every fine-tune but PI ({} [{}, "
-          "{}] points over the plain fine-tune, {} [{}, {}] over the windowed source) and below PI ({} [{}, {}])",
-          lambda d: [_cer(d, "yardstick", "2-4"), _cer(d, "yardstick", "160"), *_row(d, "yardstick")[3:]]
-          + [v for r in ("plain fine-tune", "source, window", "PI, s = 32") for v in _paired(d, "yardstick", r)]),
-    Fact("seed 2: the yardstick worse than every fine-tune but PI, below PI (paired)", "Seed 2's yardstick, in\n2026-12-04's "
-         "runs, is the same story", lambda d: _yardstick_against(d, 2)),
-]
-
-
-# the pooled table: every row over seeds 2-4 but the two still short of a seed
-POOLED = (("source, window", "source, window ±2.5 s", (2, 3, 4)), ("plain fine-tune", "plain fine-tune", (2, 3, 4)),
-          ("PI, s = 32", "PI, s = 32", (2, 3, 4)), ("YaRN, β 10", "YaRN, β 10", (2, 3, 4)),
-          ("YaRN, β 32", "YaRN, β 32", (2, 3, 4)),
-          ("continuation control, window", "continuation control, window ±2.5 s (seeds 2, 4)", (2, 4)),
-          ("yardstick", "yardstick, from scratch at ≤ 160 s (seeds 2, 3)", (2, 3)))
-RESCALINGS = ("PI, s = 32", "YaRN, β 10", "YaRN, β 32")
+# the pooled table: every row over seeds 2-4
 SEEDS = (2, 3, 4)
+POOLED = tuple((row, label) for row, label in SEED_ROWS if row not in ("source, plain", "continuation control, plain"))
+RESCALINGS = ("PI, s = 32", "YaRN, β 10", "YaRN, β 32")
 
 
 def _lowest_at_160(d) -> list[str]:
-    """The pooled rows at or below the plain fine-tune's 160 s CER, each over its own seeds against the plain
-    fine-tune over the same seeds (paired CI above 0, so "lowest" is a paired claim too)."""
-    return [e for row, _, seeds in POOLED if row != "plain fine-tune"
-            for e in supports("worse", _paired(d, row, "plain fine-tune", seeds=seeds), f"{row}, seeds {seeds}")]
+    """The pooled rows not above the plain fine-tune at 160 s by a paired CI over seeds 2-4 ("lowest" is a
+    paired claim too)."""
+    return [e for row, _ in POOLED if row != "plain fine-tune"
+            for e in supports("worse", _paired(d, row, "plain fine-tune", seeds=SEEDS), row)]
 
 
+def _each_seed(d, a: str, b: str, *where) -> list[float]:
+    """Row ``a`` minus row ``b`` at each seed of `SEEDS` in turn (`_paired`'s set and bucket: ``where``)."""
+    return [v for s in SEEDS for v in _paired(d, a, b, *where, seeds=(s,))]
+
+
+CELLS = " | ".join(["{} [{}, {}]"] * len(SEEDS))   # a row of the each-seed table: one paired CI per seed
 FINETUNE160_CLAIMS += [
-    Claim(f"seeds {seeds}: {row} pooled", f"| {label} | {{}} | {{}} | {{}}× [{{}}, {{}}] | "
-          + ("– |" if row == "plain fine-tune" else "{} [{}, {}] |"), lambda d, row=row, seeds=seeds: _pooled_row(d, row, seeds))
-    for row, label, seeds in POOLED
+    Claim(f"seeds 2-4: {row} pooled", f"| {label} | {{}} | {{}} | {{}}× [{{}}, {{}}] | "
+          + ("– |" if row == "plain fine-tune" else "{} [{}, {}] |"), lambda d, row=row: _pooled_row(d, row, SEEDS))
+    for row, label in POOLED
 ] + [
+    Claim(f"each seed: {row} minus the plain fine-tune at 160 s", f"| {label} | {CELLS} |",
+          lambda d, row=row: _each_seed(d, row, "plain fine-tune"))
+    for row, label in POOLED if row != "plain fine-tune"
+] + [
+    Claim("each seed: the windowed continuation control minus the windowed source",
+          f"| continuation control, window, minus the source, window | {CELLS} |",
+          lambda d: _each_seed(d, "continuation control, window", "source, window")),
+    Claim("each seed: the plain fine-tune minus the source at 2-4 s", f"| plain fine-tune minus the source, at 2-4 s | {CELLS} |",
+          lambda d: _each_seed(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0)),
     Claim("seeds 2-4: the rescalings against the plain fine-tune",
           "are worse than the plain fine-tune at 160 s at every seed, each seed's paired CI above 0: PI by {} [{}, {}]\n"
           "points, YaRN β 10 by {} [{}, {}] and β 32 by {} [{}, {}]",
@@ -328,20 +266,36 @@ FINETUNE160_CLAIMS += [
           "inputs ({} [{}, {}] at 2-4 s)",
           lambda d: _paired(d, "plain fine-tune", "source, window", seeds=SEEDS)
           + _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=SEEDS)),
-    Fact("seeds 2-4: below the windowed source at every seed, no cost at 2-4 s (paired)", "below the windowed source at every seed",
+    Fact("seeds 2-4: below the windowed source at every seed, no cost at 2-4 s at any seed (paired)",
+         "below the windowed source at every seed",
          lambda d: [e for s in SEEDS for e in supports("better", _paired(d, "plain fine-tune", "source, window", seeds=(s,)), f"seed {s}")]
-         + supports("like", _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=SEEDS), "2-4 s")),
-]
-FINETUNE160_CLAIMS += [
-    Claim("seeds 2, 4: the windowed control closest to the plain fine-tune", "comes closest ({} [{}, {}]; seed 2",
-          lambda d: _paired(d, "continuation control, window", "plain fine-tune", seeds=(2, 4))),
-    Fact("seeds 2, 4: the windowed control's difference the smallest; seed 2 alone like; the yardstick worse",
-         "seed 2\n  alone could not tell them apart",
-         lambda d: [r for r, _, seeds in POOLED if r not in ("plain fine-tune", "continuation control, window")
-                    and not _paired(d, r, "plain fine-tune", seeds=seeds)[0]
-                    > _paired(d, "continuation control, window", "plain fine-tune", seeds=(2, 4))[0]]
-         + supports("like", _paired(d, "continuation control, window", "plain fine-tune"), "seed 2")
-         + supports("worse", _paired(d, "yardstick", "plain fine-tune", seeds=(2, 3)), "yardstick")),
+         + [e for s in (SEEDS, *((s,) for s in SEEDS))
+            for e in supports("like", _paired(d, "plain fine-tune", "source, plain", "test", 2.0, 4.0, seeds=s), f"2-4 s, {s}")]),
+    Claim("seeds 2-4: the windowed continuation control against the plain fine-tune",
+          "above the plain fine-tune over seeds 2-4 ({} [{}, {}] points)",
+          lambda d: _paired(d, "continuation control, window", "plain fine-tune", seeds=SEEDS)),
+    Claim("seeds 2-4: the windowed continuation control against the windowed source, and the plain fine-tune's gain",
+          "below the windowed source at each seed, by {} [{}, {}] points over seeds 2-4 against the plain fine-tune's {}",
+          lambda d: _paired(d, "continuation control, window", "source, window", seeds=SEEDS)
+          + _paired(d, "plain fine-tune", "source, window", seeds=SEEDS)[:1]),
+    Fact("the 300 more steps give more than half of the plain fine-tune's gain over the windowed source, each seed",
+         "the 300 more steps give more than half of the plain fine-tune's gain at every seed",
+         lambda d: [f"seed {s}" for s in SEEDS
+                    if not _paired(d, "continuation control, window", "source, window", seeds=(s,))[0]
+                    < 0.5 * _paired(d, "plain fine-tune", "source, window", seeds=(s,))[0]]),
+    Fact("every seed: the windowed continuation control below the windowed source (paired)",
+         "decoded with its window, is below the windowed source at each seed",
+         lambda d: [e for s in SEEDS for e in supports("better", _paired(d, "continuation control, window", "source, window",
+                                                                         seeds=(s,)), f"seed {s}")]),
+    Fact("the windowed continuation control above the plain fine-tune over seeds 2-4 and at seeds 3, 4, not at 2 (paired)",
+         "apart from it at seeds 3 and 4 but not at seed 2",
+         lambda d: supports("worse", _paired(d, "continuation control, window", "plain fine-tune", seeds=SEEDS), "seeds 2-4")
+         + [e for s in (3, 4) for e in supports("worse", _paired(d, "continuation control, window", "plain fine-tune",
+                                                                  seeds=(s,)), f"seed {s}")]
+         + supports("like", _paired(d, "continuation control, window", "plain fine-tune", seeds=(2,)), "seed 2")),
+    Fact("every seed: the yardstick worse than every fine-tune but PI, below PI, better on long inputs (paired)",
+         "1100 steps from scratch at 160 s, the yardstick",
+         lambda d: [f"seed {s}: {e}" for s in SEEDS for e in _yardstick_against(d, s)]),
 ]
 # RESULTS.md's opening on the rescalings
 FINETUNE160_RESULTS_CLAIMS = [
@@ -353,6 +307,20 @@ FINETUNE160_RESULTS_CLAIMS = [
     Fact("the rescalings fine-tuned to 160 s lose at every seed (paired)", "the rescalings still lose to a plain fine-tune at every seed",
          lambda d: _worse_at_every_seed(d, RESCALINGS, SEEDS)),
 ]
+
+
+def _utts(d, row: str, set_name: str, seed: int) -> list[dict]:
+    """The per-utterance rows of ``row`` at ``seed`` on ``set_name`` (its decoding)."""
+    import json
+    from asr_pe.results_table import locate
+    path = locate(Path(_paths(d, row, (seed,))[0]) / "eval" / (set_name + TEST_ROWS[row][1]) / "per_utt.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _archived_source(seed: int) -> dict:
+    """``sources/source_rope_ctc_s<seed>/source.json``: the archived source weights' record (backlog.py export-source)."""
+    import json
+    return json.loads((STUDY / "finetune160" / "sources" / f"source_rope_ctc_s{seed}" / "source.json").read_text())
 
 
 def _source_retrained() -> dict:
@@ -370,8 +338,16 @@ FINETUNE160_CLAIMS += [
          lambda d: [] if ((b := _source_retrained()["best_ckpt"])["sha256"] != b["sha256_archived_fine_tunes_name"]
                           and b["weights_sha256"] == b["another_work_folder"]["weights_sha256"]
                           and b["sha256"] != b["another_work_folder"]["sha256"]
-                          and set(_source_digests(3).values()) == {b["sha256_archived_fine_tunes_name"]}
                           and not _source_retrained()["reproduced"]) else [str(b)]),
+    Fact("seed 3: every fine-tune from the weights trained again (weights digest), and archived",
+         "Every fine-tune of seed 3 here names those weights",
+         lambda d: [] if set(_source_digests(3, "weights_sha256").values()) == {_source_retrained()["best_ckpt"]["weights_sha256"]}
+         == {_archived_source(3)["weights_sha256"]} and len(_source_digests(3)) == len(GRID_METHODS)
+         else [str(_source_digests(3, "weights_sha256"))]),
+    Fact("seed 3's source archived now: the one trained again on 2026-12-04 (its test char errors)",
+         "the retrained source of 2026-12-04, the same weights",
+         lambda d: [] if sum(u["char_errors"] for u in _utts(d, "source, plain", "test", 3))
+         == _source_retrained()["test"]["char_errors"][0] else ["other char errors on test"]),
     Fact("seed 3's source: the machines", "trained again on an AMD EPYC guest (1 thread; the archived runs: an Intel Xeon)",
          lambda d: [] if "EPYC" in (r := _source_retrained())["retrained_on"]["cpu"]
          and all("Xeon" in m["cpu"] for m in r["archived_on"]) else [str(r)]),

@@ -47,8 +47,9 @@
 #            dev sets, again with its test sets once chosen); the choices as reports/choice_<method>_s2.json.
 #            Each source's weights are archived once trained (sources/<run>/, 7 MB: backlog.py
 #            export-source), and a later session fine-tunes those instead of training the source again,
-#            which gives the same weights only on the machine type it was trained on (seed 3, 2026-12-04).
-#            Seeds 2 and 3 predate that: their sources are trained again, and the lane stops when a source
+#            which gives the same weights only on the machine type it was trained on (seed 3, 2026-12-04:
+#            its Xeon-trained fine-tunes were dropped on 2026-12-05 and trained again from the EPYC source).
+#            Seed 2 predates that: its source is trained again, and the lane stops when a source
 #            is not the one the archived fine-tunes of it name (run_info's init_from.weights_sha256, or
 #            .sha256 in older records) or the one archived (backlog.py same-source).
 #   Stages 3-4 and 6 need code later than the ladder's (evaluate_rates.py, the transducer): run them from a
