@@ -3,6 +3,8 @@ reference row, and the cost targets (ratio to ``pe=none``)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from asr_pe.models.positional import pe_names
@@ -69,9 +71,17 @@ def build_model(name: str, cfg, max_frames: int) -> torch.nn.Module:
 
 
 def target_status(row: dict) -> str:
-    """``met`` / ``MISSED`` for a train row at a target length of a PE that has a target, else ``""``."""
+    """``met`` / ``MISSED`` / ``undecided`` for a train row at a target length of a PE that has a
+    target, else ``""``.
+
+    With a paired interval (``paired_lo`` / ``paired_hi``, from 6 repetitions up): ``met`` when
+    its upper end is within the target, ``MISSED`` when its lower end is above it, ``undecided``
+    when the target lies inside it (more repetitions, or a quieter machine, decide). Without one:
+    the ratio of the medians against the target."""
     tgt = TARGETS.get(row["pe"])
     if tgt is None or row["pe"] == "none" or row["T"] not in TARGET_LENGTHS:
         return ""
-    r = row["ratio_to_none"]
-    return "met" if r <= tgt else "MISSED"
+    lo, hi = (float(row.get(k) or "nan") for k in ("paired_lo", "paired_hi"))
+    if not (math.isnan(lo) or math.isnan(hi)):
+        return "met" if hi <= tgt else "MISSED" if lo > tgt else "undecided"
+    return "met" if row["ratio_to_none"] <= tgt else "MISSED"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import math
 import os
 from pathlib import Path
 
@@ -42,7 +43,9 @@ def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
         Ts = sorted({r["T"] for r in rows})
         pes = list(dict.fromkeys(r["pe"] for r in rows))
         by = {(r["pe"], r["T"]): r for r in rows}
-        lines = ["| pe | target | " + " | ".join(f"T={T} ms (ratio; CPU-time ratio)" for T in Ts) + " | " +
+        intervals = any(has_interval(r) for r in rows)
+        what = "ratio; CPU-time ratio" + ("; paired ratio [95 % interval]" if intervals else "")
+        lines = ["| pe | target | " + " | ".join(f"T={T} ms ({what})" for T in Ts) + " | " +
                  " | ".join(f"T={T} MiB" for T in Ts) + " |",
                  "|---|---|" + "---|" * (2 * len(Ts))]
         for pe in pes:
@@ -53,9 +56,10 @@ def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
                 if r.get("status", "ok") != "ok":  # not measured (out of memory): say why
                     cells.append(r["status"])
                     continue
-                st = target_status(r)
-                mark = " ✗" if st == "MISSED" else ""
-                cells.append(f"{r['ms_per_step']:.1f} ({r['ratio_to_none']:.2f}{mark}; {r['cpu_ratio_to_none']:.2f})")
+                mark = {"MISSED": " ✗", "undecided": " ?"}.get(target_status(r), "")
+                paired = (f"; {r['paired_ratio']:.2f} [{r['paired_lo']:.2f}, {r['paired_hi']:.2f}]"
+                          if has_interval(r) else "; -" if intervals else "")
+                cells.append(f"{r['ms_per_step']:.1f} ({r['ratio_to_none']:.2f}{mark}; {r['cpu_ratio_to_none']:.2f}{paired})")
             mem = [f"{by[(pe, T)]['peak_mem_mb']:.0f}" for T in Ts]
             lines.append(f"| {pe} | {f'≤ {tgt:.2f}' if tgt else '-'} | " + " | ".join(cells) + " | " +
                          " | ".join(mem) + " |")
@@ -64,7 +68,10 @@ def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
                    f"{cfg.heads} heads, FFN {cfg.ffn}, conv kernel {cfg.conv_kernel}), batch "
                    f"{cfg.batch}, median of {cfg.reps} interleaved reps after {cfg.warmup} warm-up; "
                    "ratio to pe=none in the same run (wall time; then process CPU time, steadier "
-                   "on a shared machine); ✗ = wall-time ratio above the target "
+                   "on a shared machine; then, from 6 reps, the median of each rep's step over none's "
+                   "step of the same rep, with a distribution-free 95 % interval that resamples this "
+                   "run's steps); ✗ = above the target (the interval's lower end when there is one, "
+                   "else the wall-time ratio), ? = the target inside the interval "
                    f"(checked at T = {', '.join(map(str, TARGET_LENGTHS))}).")
         return "\n".join([*head, caption, "", *lines]) + "\n"
     gpu = device.type == "cuda"
@@ -82,6 +89,11 @@ def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
                "row is a separate process, peak RSS is its ru_maxrss"
                + ("; GPU peak is torch.cuda.max_memory_allocated, extra = over the model and input." if gpu else "."))
     return "\n".join([*head, caption, "", *lines]) + "\n"
+
+
+def has_interval(row: dict) -> bool:
+    """Whether a train row has a paired interval (from 6 repetitions up; ``median_interval``)."""
+    return all(not math.isnan(float(row.get(k, "nan"))) for k in ("paired_lo", "paired_hi"))
 
 
 def write_outputs(rows: list[dict], cfg: BenchConfig, device: torch.device) -> tuple[Path, Path]:

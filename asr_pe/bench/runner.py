@@ -7,7 +7,8 @@
   is a row with that status). Models are timed interleaved (one step of
   each in turn, the order rotated every repetition) after warm-up, so load drift on a shared
   machine hits every PE alike; the median is reported with its ratio to ``pe=none`` measured
-  in the same process. ``torchaudio.models.Conformer`` of the same size is a reference row.
+  in the same process, and from 6 repetitions the median of the per-repetition ratios with a
+  95 % interval (``median_interval``), by which ``cases.target_status`` judges a target. ``torchaudio.models.Conformer`` of the same size is a reference row.
   Peak memory of one step (`asr_pe.bench.measure.PeakMemory`) is measured in a separate pass
   after the timings.
 * ``long``: inference only (front end + encoder, ``torch.inference_mode``) over one long
@@ -42,14 +43,16 @@ from .report import machine_info, write_outputs
 __all__ = [
     "ALL_PES", "REFERENCE", "TARGETS", "TARGET_LENGTHS", "FRAME_SHIFT_S", "TRAIN_COLUMNS", "LONG_COLUMNS",
     "BenchConfig", "BenchError", "OUT_OF_MEMORY", "pe_options", "build_model", "batch_lengths", "train_step",
-    "train_rows", "failed_row",
+    "median_interval", "paired_ratios", "train_rows", "failed_row",
     "run_train", "long_spec", "run_long", "run_benchmark",
 ]
 
 PRECISIONS = ("32", "bf16")
 ATTENTION_PATHS = ("fused", "flex", "reference")  # the model's own (fused) paths, flex forced, or written out
 TRAIN_COLUMNS = ("mode", "pe", "T", "batch", "precision", "ms_per_step", "ratio_to_none", "min_ms", "cpu_ms",
-                 "cpu_ratio_to_none", "reps", "peak_mem_mb", "status")
+                 "cpu_ratio_to_none", "paired_ratio", "paired_lo", "paired_hi", "reps", "peak_mem_mb", "status")
+# the coverage of the interval around the median paired ratio (``median_interval``)
+PAIRED_LEVEL = 0.95
 OUT_OF_MEMORY = "out of memory"  # the status of a PE whose step does not fit the device at that length
 # every key a long-mode row can have (a failed run has no measurements: its CSV cells are empty)
 LONG_COLUMNS = ("mode", "pe", "minutes", "infer", "block_size", "chunk_s", "overlap_s", "pe_options", "status",
@@ -89,17 +92,52 @@ def _batch(cfg: BenchConfig, T: int, device: torch.device) -> tuple[torch.Tensor
     return x, batch_lengths(T, cfg.batch).to(device)
 
 
+def median_interval(values: list[float], level: float = PAIRED_LEVEL) -> tuple[float, float]:
+    """A distribution-free interval for the median of the population ``values`` were drawn from:
+    the order statistics [x_(l), x_(n+1−l)] (1-based) with the largest l whose coverage,
+    1 − 2·P(Binomial(n, ½) ≤ l − 1), is still at least ``level``. (NaN, NaN) when even
+    [min, max] covers less (n ≤ 5 at 95 %: 1 − 2/2⁵ = 93.75 %)."""
+    x, n = sorted(values), len(values)
+    below, l = 0.0, 0  # P(Bin(n, ½) ≤ l − 1), summed as l grows
+    while l < n // 2 and 1 - 2 * (below + math.comb(n, l) / 2 ** n) >= level:
+        below += math.comb(n, l) / 2 ** n
+        l += 1
+    if l == 0:
+        return float("nan"), float("nan")
+    return x[l - 1], x[n - l]
+
+
+def paired_ratios(times: list[float], base: list[float]) -> list[float]:
+    """Each repetition's step time over ``none``'s step of the same repetition (the runner times
+    one step of every PE per repetition, so the two are seconds apart and share the machine's
+    load of that moment); [] when the two were not measured the same number of times."""
+    return [t / b for t, b in zip(times, base)] if len(times) == len(base) else []
+
+
 def train_rows(T: int, batch: int, times: dict[str, list[float]], cpu: dict[str, list[float]],
                precision: str = "32") -> list[dict]:
     """Rows (`TRAIN_COLUMNS`) of one length from per-step seconds (wall and CPU) per name.
 
     Ratios divide each median by that of ``none`` from the same ``times``/``cpu`` (the same
-    run), before rounding; NaN when ``none`` was not measured. Peak memory is NaN until the
-    memory pass fills it in.
+    run), before rounding; NaN when ``none`` was not measured. ``paired_ratio``: the median of
+    the per-repetition ratios (``paired_ratios``, wall time), with ``median_interval``'s 95 %
+    interval in ``paired_lo`` / ``paired_hi``: what it resamples is the steps of this one run, so
+    it says how well this run pins its ratio down, not how another process would measure it.
+    Peak memory is NaN until the memory pass fills it in.
     """
     med = {n: statistics.median(v) * 1000 for n, v in times.items()}
     cmed = {n: statistics.median(v) * 1000 for n, v in cpu.items()}
     base, cbase = med.get("none"), cmed.get("none")
+    nan = float("nan")
+
+    def paired(n: str) -> tuple[float, float, float]:
+        ratios = paired_ratios(times[n], times.get("none", []))
+        if not ratios:
+            return nan, nan, nan
+        lo, hi = median_interval(ratios)
+        return (round(statistics.median(ratios), 3),
+                *(nan if math.isnan(v) else round(v, 3) for v in (lo, hi)))
+
     return [{
         "mode": "train", "pe": n, "T": T, "batch": batch, "precision": precision,
         "ms_per_step": round(med[n], 2),
@@ -107,6 +145,7 @@ def train_rows(T: int, batch: int, times: dict[str, list[float]], cpu: dict[str,
         "min_ms": round(min(times[n]) * 1000, 2),
         "cpu_ms": round(cmed[n], 2),
         "cpu_ratio_to_none": round(cmed[n] / cbase, 3) if cbase else float("nan"),
+        **dict(zip(("paired_ratio", "paired_lo", "paired_hi"), paired(n))),
         "reps": len(times[n]),
         "peak_mem_mb": float("nan"),
         "status": "ok",
@@ -117,7 +156,8 @@ def failed_row(pe: str, T: int, batch: int, precision: str, status: str) -> dict
     """A `TRAIN_COLUMNS` row of a PE that could not be measured at T (e.g. `OUT_OF_MEMORY`)."""
     nan = float("nan")
     return {"mode": "train", "pe": pe, "T": T, "batch": batch, "precision": precision, "ms_per_step": nan,
-            "ratio_to_none": nan, "min_ms": nan, "cpu_ms": nan, "cpu_ratio_to_none": nan, "reps": 0,
+            "ratio_to_none": nan, "min_ms": nan, "cpu_ms": nan, "cpu_ratio_to_none": nan,
+            "paired_ratio": nan, "paired_lo": nan, "paired_hi": nan, "reps": 0,
             "peak_mem_mb": nan, "status": status}
 
 

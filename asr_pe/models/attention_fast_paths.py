@@ -407,17 +407,27 @@ class SDPAWithBlockBias(torch.autograd.Function):
         delta = (d_out * out).sum(-1, keepdim=True)  # (B, H, Tq, 1) = rowsum(dP ⊙ P)
         H, Tq = q.size(1), q.size(2)
         rows_buffer = {}  # (block rows, n) -> zeros (H, rows, rows + n − 1), reused: see below
+        scores_buffer = {}  # (block rows, n) -> (H, rows, n): a block's bias, then its scores
         for b, n in enumerate(ctx.key_lengths):
-            kb, vb = k[b, :, :n], v[b, :, :n]  # (H, n, d)
+            # contiguous once per utterance: q, k, v are head views of the (B, T, H·d) projection
+            # (row stride H·d), which each block's GEMMs would otherwise read strided
+            kb, vb, qb = k[b, :, :n].contiguous(), v[b, :, :n].contiguous(), q[b].contiguous()  # (H, n | Tq, d)
             kt, vt, kb_scaled = kb.transpose(-2, -1), vb.transpose(-2, -1), kb * scale
             dkb, dvb = kb.new_zeros(kb.shape), vb.new_zeros(vb.shape)  # contiguous: baddbmm_ in one call
             step = block_rows(H, n)
+            d_out_b, delta_b, d_q_b = d_out[b], delta[b], d_q[b]  # (H, Tq, d | 1 | d)
             for s in range(0, Tq, step):
                 e = min(Tq, s + step)
-                qs, dos = q[b, :, s:e], d_out[b, :, s:e]  # (H, e − s, d)
-                # bias + scale·q·kᵀ in one GEMM (beta = 1): no separate scale and add passes over the
-                # block; Shaw's layout, built per block, spent 0.2 s of a T = 1000 layer's 1.5 s in them
-                scores = torch.baddbmm(layout.block(b, s, e, n)[0], qs, kt, alpha=scale)  # (H, e − s, n)
+                qs, dos = qb[:, s:e], d_out_b[:, s:e]  # (H, e − s, d)
+                # the bias written into a reused buffer, then + scale·q·kᵀ in place in one GEMM
+                # (beta = 1): no separate scale and add passes over the block, no new block per
+                # GEMM; Shaw's layout, built per block, spent 0.2 s of a T = 1000 layer's 1.5 s in them
+                scores = scores_buffer.get((e - s, n))
+                if scores is None:
+                    scores_buffer.clear()
+                    scores = scores_buffer[(e - s, n)] = q.new_empty(H, e - s, n)
+                layout.write_block(scores.unsqueeze(0), b, s, e, n)
+                scores.baddbmm_(qs, kt, alpha=scale)  # (H, e − s, n)
                 if hidden is not None:
                     scores.masked_fill_(hidden[s:e, :n], neg)
                 p = torch.softmax(scores, dim=-1)  # (H, e − s, n)
@@ -433,8 +443,8 @@ class SDPAWithBlockBias(torch.autograd.Function):
                     rows = rows_buffer[(e - s, n)] = q.new_zeros(H, e - s, width)
                 d_s = rows.as_strided((H, e - s, n), (rows.stride(0), width - 1, 1), e - s - 1)
                 torch.bmm(dos, vt, out=d_s)
-                d_s.sub_(delta[b, :, s:e]).mul_(p)  # (H, e − s, n)
-                torch.bmm(d_s, kb_scaled, out=d_q[b, :, s:e])
+                d_s.sub_(delta_b[:, s:e]).mul_(p)  # (H, e − s, n)
+                torch.bmm(d_s, kb_scaled, out=d_q_b[:, s:e])
                 dkb.baddbmm_(d_s.transpose(-2, -1), qs, alpha=scale)
                 layout.add_block_grad(grads, b, s, e, n, d_s.unsqueeze(0), rows.unsqueeze(0))
             d_k[b, :, :n], d_v[b, :, :n] = dkb, dvb

@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import json
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import torch
 
 from asr_pe.bench.runner import (
     ALL_PES, LONG_COLUMNS, REFERENCE, TARGET_LENGTHS, TARGETS, TRAIN_COLUMNS, BenchConfig, BenchError, batch_lengths,
-    long_spec, run_benchmark, run_long, train_rows,
+    long_spec, median_interval, paired_ratios, run_benchmark, run_long, train_rows,
 )
 from asr_pe.bench.cases import target_status
 from asr_pe.bench.long_worker import long_worker
@@ -77,6 +78,68 @@ def test_train_rows_take_ratios_from_the_same_run():
     assert all(math.isnan(r["peak_mem_mb"]) for r in rows)  # the memory pass fills it in
     no_base = train_rows(250, 8, {"rope": times["rope"]}, {"rope": cpu["rope"]})
     assert math.isnan(no_base[0]["ratio_to_none"]) and math.isnan(no_base[0]["cpu_ratio_to_none"])
+
+
+def test_median_interval_is_the_order_statistics_of_at_least_95_percent_coverage():
+    """[x_(l), x_(n+1-l)] covers the median with probability 1 - 2 P(Bin(n, 1/2) <= l - 1); the
+    interval takes the largest l that keeps that >= 95 %."""
+    def coverage(n, l):
+        return 1 - 2 * sum(math.comb(n, i) for i in range(l)) / 2 ** n
+
+    assert all(math.isnan(v) for v in median_interval([1.0, 2.0, 3.0, 4.0, 5.0]))  # [min, max] covers 93.75 %
+    assert median_interval([6.0, 1.0, 5.0, 2.0, 4.0, 3.0]) == (1.0, 6.0)  # 96.9 %; [x2, x5] only 78 %
+    x = [float(v) for v in range(1, 16)]  # n = 15: [x4, x12] covers 96.5 %, [x5, x11] 88.2 %
+    assert median_interval(x[::-1]) == (4.0, 12.0)
+    for n in range(6, 41):
+        lo, hi = median_interval([float(v) for v in range(1, n + 1)])
+        l = int(lo)
+        assert hi == n + 1 - l and coverage(n, l) >= 0.95 and (l == n // 2 or coverage(n, l + 1) < 0.95), n
+    # and it covers what it says: draws from a skewed distribution whose median is known
+    gen = torch.Generator().manual_seed(0)
+    draws = torch.distributions.Exponential(1.0).sample((20000, 15))  # median ln 2
+    hits = sum(lo <= math.log(2) <= hi for lo, hi in (median_interval(row.tolist()) for row in draws))
+    assert abs(hits / 20000 - coverage(15, 4)) < 0.01
+
+
+def test_paired_ratios_divide_each_rep_by_the_same_reps_baseline():
+    assert paired_ratios([2.0, 6.0, 3.0], [1.0, 3.0, 2.0]) == [2.0, 2.0, 1.5]
+    assert paired_ratios([2.0, 6.0], [1.0, 3.0, 2.0]) == []  # a PE that failed part-way: no pairs
+
+
+def test_train_rows_pair_each_rep_with_the_baselines_and_bound_the_median():
+    """The load drifts across reps (none from 1 to 6 s); rope costs 1.2x of none's step in every rep
+    but one. The paired median and interval see that; the ratio of medians mixes reps."""
+    base = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    rope = [1.2, 2.4, 3.6, 4.8, 6.0, 1.0]  # the last rep ran on a quiet moment
+    rows = {r["pe"]: r for r in train_rows(1000, 8, {"none": base, "rope": rope}, {"none": base, "rope": rope})}
+    assert rows["rope"]["paired_ratio"] == 1.2 and (rows["rope"]["paired_lo"], rows["rope"]["paired_hi"]) == (
+        round(1 / 6, 3), 1.2)
+    assert rows["rope"]["ratio_to_none"] == round(statistics.median(rope) / statistics.median(base), 3)
+    assert (rows["none"]["paired_ratio"], rows["none"]["paired_lo"], rows["none"]["paired_hi"]) == (1.0, 1.0, 1.0)
+    few = train_rows(1000, 8, {"none": base[:5], "rope": rope[:5]}, {"none": base[:5], "rope": rope[:5]})
+    assert few[1]["paired_ratio"] == 1.2 and math.isnan(few[1]["paired_lo"]) and math.isnan(few[1]["paired_hi"])
+
+
+def test_target_status_decides_by_the_interval_when_there_is_one():
+    T, tgt = TARGET_LENGTHS[1], TARGETS["shaw"]
+    row = {"pe": "shaw", "T": T, "ratio_to_none": tgt + 0.1}
+    assert target_status({**row, "paired_lo": tgt - 0.1, "paired_hi": tgt}) == "met"  # the median ratio is not asked
+    assert target_status({**row, "paired_lo": tgt - 0.1, "paired_hi": tgt + 0.01}) == "undecided"
+    assert target_status({**row, "paired_lo": tgt + 0.01, "paired_hi": tgt + 0.2}) == "MISSED"
+    assert target_status({**row, "paired_lo": float("nan"), "paired_hi": float("nan")}) == "MISSED"
+    assert target_status({**row, "ratio_to_none": tgt, "paired_lo": "", "paired_hi": ""}) == "met"  # CSV cells
+
+
+def test_markdown_shows_the_paired_interval_and_marks_an_undecided_target():
+    base = [1.0, 1.1, 0.9, 1.0, 1.2, 1.0]
+    shaw = [1.2, 1.4, 1.1, 1.25, 1.6, 1.2]  # paired 1.20 ... 1.33 (median 1.24): the target 1.25 inside
+    rows = train_rows(TARGET_LENGTHS[1], 8, {"none": base, "shaw": shaw}, {"none": base, "shaw": shaw})
+    for r in rows:
+        r["peak_mem_mb"] = 12.0
+    md = markdown(rows, BenchConfig(argv=["--lengths", "1000"]), torch.device("cpu"))
+    assert "T=1000 ms (ratio; CPU-time ratio; paired ratio [95 % interval])" in md
+    assert "| shaw | ≤ 1.25 | 1225.0 (1.23 ?; 1.23; 1.24 [1.20, 1.33]) | 12 |" in md, md
+    assert "| none | - | 1000.0 (1.00; 1.00; 1.00 [1.00, 1.00]) | 12 |" in md
 
 
 def test_target_status_only_at_the_target_lengths():

@@ -72,6 +72,10 @@ def test_blocks_are_slices_of_the_bias_and_their_gradients_autograds(name, q_ran
         for s, e in ((0, min(Tq, 4)), (min(Tq, 4), Tq), (Tq // 3, Tq)):
             if e > s:
                 torch.testing.assert_close(layout.block(b, s, e, Tk)[0], bias[b, :, s:e])
+                for n in (Tk, max(1, Tk - 4)):  # written into a NaN buffer: every entry is written
+                    out = torch.full((1, H, e - s, n + 2), float("nan"))[..., 1:n + 1]  # strided, as a slice
+                    layout.write_block(out, b, s, e, n)
+                    torch.testing.assert_close(out[0], bias[b, :, s:e, :n])
         for s in range(0, Tq, 3):  # the blocked sum of d_s = g over every block of 3 rows
             e = min(Tq, s + 3)
             layout.add_block_grad(grads, b, s, e, Tk, g[b:b + 1, :, s:e])

@@ -237,6 +237,12 @@ class BlockBias:
         """``rows``: ``offset_rows(d_s, (e − s) + n − 1)`` when the caller has it already."""
         raise NotImplementedError
 
+    def write_block(self, out: torch.Tensor, b: int, s: int, e: int, n: int) -> None:
+        """``block(b, s, e, n)`` written into ``out`` (1, H, e − s, n), a buffer or a slice of
+        one with unit stride along keys: the blocked backward adds q·kᵀ to it in place, and a
+        layout that can write its regions directly saves building the block first."""
+        out.copy_(self.block(b, s, e, n))
+
     # FlexAttention (``attention_flex.py``): from how many keys the flex path measured faster than
     # the SDPA path on CUDA for this layout, so ``bias_mode="auto"`` takes it there (None: never)
     flex_min_keys_cuda: int | None = None
@@ -259,7 +265,7 @@ class BlockBias:
         out[:, :, :rows] = first
         for s in range(rows, Tq, rows):
             e = min(Tq, s + rows)
-            out[:, :, s:e] = self.block(b, s, e, n)
+            self.write_block(out[:, :, s:e], b, s, e, n)
         return out
 
 

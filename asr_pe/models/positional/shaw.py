@@ -116,10 +116,15 @@ class ShawPE(AttentionPE):
         (B, H, Tq, Tk) bias nor the gather's scatter-add over it exists."""
         if descending_offsets(q_pos, k_pos) is None:
             return None
-        # the scale on the (2k+1, d) table, not on q, and its transpose made contiguous: the GEMM into
-        # 2k+1 columns then takes 26 ms instead of 43-53 (B = 8, H = 4, T = 1000, d = 36, 1 thread)
-        table_t = (self.key_table.to(q.dtype) * (1.0 / math.sqrt(q.size(-1)))).t().contiguous()  # (d, 2k+1)
-        r = torch.matmul(q, table_t)  # (B, H, Tq, 2k+1)
+        # the scale on the (2k+1, d) table, not on q, its transpose made contiguous (the GEMM 26 ms
+        # instead of 43-53), and the table padded to a multiple of 16 rows: the GEMM into 129 columns
+        # ran at half the speed of one into 144 (13.7-14.5 against 6.6 ms; B = 8, H = 4, T = 1000,
+        # d = 36, 1 thread); r is the view of its first 2k+1 columns. On CPU only: FlexAttention on
+        # CUDA reads r in its compiled kernels, which the GPU checks ran on a dense r
+        n_rows = self.key_table.size(0)
+        pad_rows = -n_rows % 16 if q.device.type == "cpu" else 0
+        table = nn.functional.pad(self.key_table.to(q.dtype) * (1.0 / math.sqrt(q.size(-1))), (0, 0, 0, pad_rows))
+        r = torch.matmul(q, table.t().contiguous())[..., :n_rows]  # (B, H, Tq, 2k+1) of (B, H, Tq, ⌈2k+1⌉₁₆)
         return ShawBlockBias(self, r, q_pos, k_pos)
 
     def _row_spans(self, top: int, width: int) -> tuple[int, int, int, int]:
@@ -195,6 +200,23 @@ class ShawBlockBias(BlockBias):
         top = self.q_pos[e - 1] - self.k0  # offset of the block's last row against the first key
         return self.pe._bias_for_ranges(self._r[b:b + 1, :, s:e], top, n)  # (1, H, e − s, n)
 
+    def write_block(self, out, b, s, e, n):
+        """The block by regions: keys left of the window for every row of the block take the left
+        edge column (a broadcast of one value per row), keys right of it for every row the right
+        one, and only the strip between them is laid out by rows (``_bias_for_ranges``)."""
+        k = self.pe.max_distance
+        i0, i1 = self.q_pos[s] - self.k0, self.q_pos[e - 1] - self.k0  # first and last row's query, in key columns
+        left = min(n, max(0, i0 - k))  # columns j − i < −k for every row
+        right = min(n, max(left, i1 + k + 1))  # from here j − i > k for every row
+        r = self._r[b:b + 1, :, s:e]  # (1, H, e − s, 2k+1)
+        clip = self.pe.beyond == "clip"
+        if left:
+            out[..., :left] = r[..., :1] if clip else 0
+        if right < n:
+            out[..., right:] = r[..., -1:] if clip else 0
+        if right > left:
+            out[..., left:right] = self.pe._bias_for_ranges(r, i1 - left, right - left)
+
     def score_mod(self):
         r, clip = self.inputs[0], self.pe.beyond == "clip"
         # tensors, not ints (see ``offset_origin``): j − i of query 0 against key 0, and k
@@ -217,10 +239,11 @@ class ShawBlockBias(BlockBias):
         rows = offset_rows(d_s, width) if rows is None else rows  # (1, H, e − s, width): the row layout's gradient
         n_left, c_lo, c_hi, n_right = self.pe._row_spans(self.q_pos[e - 1] - self.k0, width)
         g = grads[0][b:b + 1, :, s:e]  # (1, H, e − s, 2k+1) view
+        # add_ on views: ``g[...] += x`` would also copy each view onto itself (a setitem)
         if c_hi >= c_lo:
-            g[..., c_lo:c_hi + 1] += rows[..., n_left:n_left + c_hi - c_lo + 1]
+            g[..., c_lo:c_hi + 1].add_(rows[..., n_left:n_left + c_hi - c_lo + 1])
         if self.pe.beyond == "clip":
             if n_left:
-                g[..., 0] += rows[..., :n_left].sum(-1)
+                g[..., :1].add_(rows[..., :n_left].sum(-1, keepdim=True))
             if n_right:
-                g[..., -1] += rows[..., width - n_right:].sum(-1)
+                g[..., -1:].add_(rows[..., width - n_right:].sum(-1, keepdim=True))
