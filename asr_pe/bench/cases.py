@@ -10,7 +10,7 @@ import torch
 from asr_pe.models.positional import pe_names
 
 __all__ = ["ALL_PES", "REFERENCE", "TARGETS", "TARGET_LENGTHS", "FRAME_SHIFT_S", "pe_options", "build_model",
-           "target_status"]
+           "target_status", "has_interval"]
 
 ALL_PES = pe_names()  # every PE of the package
 REFERENCE = "torchaudio_conformer"
@@ -81,7 +81,13 @@ def target_status(row: dict) -> str:
     tgt = TARGETS.get(row["pe"])
     if tgt is None or row["pe"] == "none" or row["T"] not in TARGET_LENGTHS:
         return ""
-    lo, hi = (float(row.get(k) or "nan") for k in ("paired_lo", "paired_hi"))
-    if not (math.isnan(lo) or math.isnan(hi)):
+    if has_interval(row):
+        lo, hi = float(row["paired_lo"]), float(row["paired_hi"])
         return "met" if hi <= tgt else "MISSED" if lo > tgt else "undecided"
     return "met" if row["ratio_to_none"] <= tgt else "MISSED"
+
+
+def has_interval(row: dict) -> bool:
+    """Whether a train row has a paired interval (from 6 repetitions up; ``runner.median_interval``);
+    a CSV row's empty cells count as none."""
+    return all(not math.isnan(float(row.get(k) or "nan")) for k in ("paired_lo", "paired_hi"))

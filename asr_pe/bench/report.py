@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import math
 import os
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import torch
 from asr_pe.inference.device import machine_record
 from asr_pe.io import atomic_write_text
 
-from .cases import TARGET_LENGTHS, TARGETS, target_status
+from .cases import TARGET_LENGTHS, TARGETS, has_interval, target_status
 
 from .config import BenchConfig
 
@@ -89,11 +88,6 @@ def markdown(rows: list[dict], cfg: BenchConfig, device: torch.device) -> str:
                "row is a separate process, peak RSS is its ru_maxrss"
                + ("; GPU peak is torch.cuda.max_memory_allocated, extra = over the model and input." if gpu else "."))
     return "\n".join([*head, caption, "", *lines]) + "\n"
-
-
-def has_interval(row: dict) -> bool:
-    """Whether a train row has a paired interval (from 6 repetitions up; ``median_interval``)."""
-    return all(not math.isnan(float(row.get(k, "nan"))) for k in ("paired_lo", "paired_hi"))
 
 
 def write_outputs(rows: list[dict], cfg: BenchConfig, device: torch.device) -> tuple[Path, Path]:

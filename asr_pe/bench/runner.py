@@ -8,7 +8,8 @@
   each in turn, the order rotated every repetition) after warm-up, so load drift on a shared
   machine hits every PE alike; the median is reported with its ratio to ``pe=none`` measured
   in the same process, and from 6 repetitions the median of the per-repetition ratios with a
-  95 % interval (``median_interval``), by which ``cases.target_status`` judges a target. ``torchaudio.models.Conformer`` of the same size is a reference row.
+  95 % interval (``median_interval``), by which ``cases.target_status`` judges a target.
+  ``torchaudio.models.Conformer`` of the same size is a reference row.
   Peak memory of one step (`asr_pe.bench.measure.PeakMemory`) is measured in a separate pass
   after the timings.
 * ``long``: inference only (front end + encoder, ``torch.inference_mode``) over one long

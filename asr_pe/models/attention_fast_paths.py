@@ -366,6 +366,16 @@ def attend_block_bias(q, k, v, layout, key_padding_mask, hidden) -> torch.Tensor
     return SDPAWithBlockBias.apply(q, k, v, hidden, 1.0 / math.sqrt(q.size(-1)), lengths, layout, *layout.inputs)
 
 
+def reused(buffers: dict, key: tuple, make) -> torch.Tensor:
+    """The buffer of ``key`` (a block's shape), made by ``make`` when the shape changes: blocks of
+    one utterance share a shape but its last, so one buffer is kept at a time."""
+    buf = buffers.get(key)
+    if buf is None:
+        buffers.clear()
+        buf = buffers[key] = make()
+    return buf
+
+
 class SDPAWithBlockBias(torch.autograd.Function):
     """Attention with a learned bias given in compact form (``positional.base.BlockBias``), CPU
     training.
@@ -422,10 +432,7 @@ class SDPAWithBlockBias(torch.autograd.Function):
                 # the bias written into a reused buffer, then + scale·q·kᵀ in place in one GEMM
                 # (beta = 1): no separate scale and add passes over the block, no new block per
                 # GEMM; Shaw's layout, built per block, spent 0.2 s of a T = 1000 layer's 1.5 s in them
-                scores = scores_buffer.get((e - s, n))
-                if scores is None:
-                    scores_buffer.clear()
-                    scores = scores_buffer[(e - s, n)] = q.new_empty(H, e - s, n)
+                scores = reused(scores_buffer, (e - s, n), lambda: q.new_empty(H, e - s, n))
                 layout.write_block(scores.unsqueeze(0), b, s, e, n)
                 scores.baddbmm_(qs, kt, alpha=scale)  # (H, e − s, n)
                 if hidden is not None:
@@ -437,10 +444,7 @@ class SDPAWithBlockBias(torch.autograd.Function):
                 # ``offset_rows`` would copy it into), so the layout reads it there with no zero-fill
                 # and no copy per block; the zeros outside the view are never written
                 width = (e - s) + n - 1
-                rows = rows_buffer.get((e - s, n))
-                if rows is None:
-                    rows_buffer.clear()
-                    rows = rows_buffer[(e - s, n)] = q.new_zeros(H, e - s, width)
+                rows = reused(rows_buffer, (e - s, n), lambda: q.new_zeros(H, e - s, width))
                 d_s = rows.as_strided((H, e - s, n), (rows.stride(0), width - 1, 1), e - s - 1)
                 torch.bmm(dos, vt, out=d_s)
                 d_s.sub_(delta_b[:, s:e]).mul_(p)  # (H, e − s, n)
